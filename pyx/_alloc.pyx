@@ -1,0 +1,57 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Allocator with a test-only failure switch.
+
+`fail_allocation(k)` arms the switch: counting from then, the k-th call of
+q4_malloc/q4_realloc returns NULL (once). `fail_allocation(0)` disarms it.
+`allocations_seen()` tells how many allocations were counted since arming
+(arm with a huge k to only count), so a test can sweep k over every allocation a representative call makes.
+"""
+from libc.stdlib cimport malloc, realloc, free
+from libc.stdint cimport int64_t
+
+cdef extern from *:
+    """
+    #define q4_atomic_inc(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
+    """
+    int64_t q4_atomic_inc(int64_t *p) nogil
+
+cdef int64_t _fail_at = 0
+cdef int64_t _count = 0
+
+
+cdef inline bint _should_fail() noexcept nogil:
+    global _count
+    if _fail_at == 0:
+        return False
+    # Relaxed atomic increment: threaded callers may share the switch.
+    return q4_atomic_inc(&_count) == _fail_at
+
+
+cdef void *q4_malloc(size_t n) noexcept nogil:
+    if _should_fail():
+        return NULL
+    return malloc(n if n else 1)
+
+
+cdef void *q4_realloc(void *p, size_t n) noexcept nogil:
+    if _should_fail():
+        return NULL
+    return realloc(p, n if n else 1)
+
+
+cdef void q4_free(void *p) noexcept nogil:
+    free(p)
+
+
+def fail_allocation(int64_t k):
+    """Test hook: make the k-th native allocation from now fail (0 disarms)."""
+    global _fail_at, _count
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    _count = 0
+    _fail_at = k
+
+
+def allocations_seen():
+    """Test hook: native allocations counted since the switch was armed."""
+    return _count

@@ -1,0 +1,112 @@
+"""Builds the Cython extensions in pyx/ and the compiled bundled vocabulary.
+
+Each pyx/_NAME.pyx becomes the extension qwen4exp._NAME. Cross-module
+`cimport qwen4exp._x` needs the .pxd files under a `qwen4exp/` folder, so they
+are mirrored into build/pxd/qwen4exp/ before cythonizing.
+
+Environment:
+  QWEN4EXP_SANITIZE=1   build with AddressSanitizer + UBSan (see README, developers)
+  QWEN4EXP_DEBUG=1      -O0 -g, Cython bounds checks on
+"""
+
+import importlib.util
+import os
+import shutil
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYX = os.path.join(HERE, "pyx")
+VOCAB = os.path.join(HERE, "vocab")
+DATA_FILES = ("tokenizer.json", "tokenizer_config.json", "NOTICE")
+COMPILED = "qwen3.npz"
+
+
+def _load_compiler():
+    spec = importlib.util.spec_from_file_location(
+        "_qwen4exp_vocab_compile", os.path.join(HERE, "src", "qwen4exp", "_vocab_compile.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def write_package_data(target_pkg_dir):
+    """Copy vocab/ into <pkg>/_data and compile its tokenizer.json."""
+    data = os.path.join(target_pkg_dir, "_data")
+    os.makedirs(data, exist_ok=True)
+    for name in DATA_FILES:
+        shutil.copyfile(os.path.join(VOCAB, name), os.path.join(data, name))
+    out = os.path.join(data, COMPILED)
+    src = os.path.join(VOCAB, "tokenizer.json")
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        _load_compiler().write_compiled(src, out)
+
+
+class BuildPy(build_py):
+    def run(self):
+        super().run()
+        write_package_data(os.path.join(self.build_lib, "qwen4exp"))
+
+
+class BuildExt(build_ext):
+    def run(self):
+        super().run()
+        if self.inplace:
+            write_package_data(os.path.join(HERE, "src", "qwen4exp"))
+
+
+def extensions():
+    from Cython.Build import cythonize
+    import numpy
+
+    inc = os.path.join(HERE, "build", "pxd")
+    mirror = os.path.join(inc, "qwen4exp")
+    os.makedirs(mirror, exist_ok=True)
+    open(os.path.join(mirror, "__init__.pxd"), "a").close()
+    for name in os.listdir(PYX):
+        if name.endswith((".pxd", ".h")):
+            shutil.copyfile(os.path.join(PYX, name), os.path.join(mirror, name))
+
+    sanitize = os.environ.get("QWEN4EXP_SANITIZE") == "1"
+    debug = os.environ.get("QWEN4EXP_DEBUG") == "1" or sanitize
+    cflags = ["-O1", "-g", "-fno-omit-frame-pointer"] if debug else ["-O3"]
+    ldflags = []
+    if sanitize:
+        san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+        cflags += san
+        ldflags += san
+    cflags += ["-Wno-unused-function", "-Wno-unreachable-code"]
+
+    exts = []
+    for name in sorted(os.listdir(PYX)):
+        if name.endswith(".pyx"):
+            mod = name[:-4]
+            exts.append(
+                Extension(
+                    f"qwen4exp.{mod}",
+                    [os.path.join("pyx", name)],
+                    include_dirs=[PYX, numpy.get_include()],
+                    extra_compile_args=cflags,
+                    extra_link_args=ldflags,
+                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                )
+            )
+    directives = {
+        "language_level": 3,
+        "boundscheck": debug,
+        "wraparound": False,
+        "cdivision": True,
+        "initializedcheck": debug,
+        "embedsignature": True,
+    }
+    return cythonize(exts, include_path=[inc, PYX], compiler_directives=directives, quiet=True)
+
+
+setup(
+    ext_modules=extensions(),
+    cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
+    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + (COMPILED,)]},
+)

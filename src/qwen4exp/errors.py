@@ -1,0 +1,30 @@
+"""The error types of qwen4exp (SPEC.md, "Errors")."""
+
+__all__ = [
+    "Qwen4ExpError",
+    "ChatFormatError",
+    "SegmentError",
+    "UnknownControlError",
+    "TextEncodingError",
+]
+
+
+class Qwen4ExpError(ValueError):
+    """Base class of every error qwen4exp raises for bad input."""
+
+
+class ChatFormatError(Qwen4ExpError):
+    """A chat request the Qwen4Exp format does not accept (role, order, content, tools, media)."""
+
+
+class SegmentError(Qwen4ExpError):
+    """Segment geometry is wrong: gap, overlap, empty, out of range, unmerged neighbours,
+    a boundary inside a UTF-8 sequence, or an unknown kind."""
+
+
+class UnknownControlError(Qwen4ExpError):
+    """A TRUSTED_CONTROL segment that is not exactly a concatenation of known atoms."""
+
+
+class TextEncodingError(Qwen4ExpError):
+    """Text that is not valid Unicode / UTF-8 (for example a lone surrogate)."""

@@ -1,0 +1,131 @@
+"""Provenance-carrying byte streams: Kind, Segment, RenderedChat and the builder.
+
+A rendered chat is one UTF-8 byte stream plus a gap-free sequence of segments
+over it, each DATA (caller bytes) or TRUSTED_CONTROL (markers the renderer, or
+a caller through the explicit `SegmentBuilder.control`, vouched for).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from .errors import TextEncodingError
+
+__all__ = ["Kind", "Segment", "RenderedChat", "SegmentBuilder", "utf8"]
+
+
+class Kind(enum.IntEnum):
+    DATA = 0
+    TRUSTED_CONTROL = 1
+
+
+class Segment(NamedTuple):
+    start: int
+    end: int
+    kind: Kind
+
+
+def utf8(text: str, where: str) -> bytes:
+    """Encode `text` strictly, naming `where` when it holds a lone surrogate."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TextEncodingError(
+            f"{where}: not valid Unicode (lone surrogate U+{ord(exc.object[exc.start]):04X} "
+            f"at character {exc.start}); encode it as a valid code point first"
+        ) from None
+
+
+class RenderedChat:
+    """A rendered transcript: `.data` (bytes), `.text` (str), `.segments`.
+
+    `RenderedChat()` is the empty transcript. `render_chat_into` replaces the
+    contents only after a request has been fully validated and rendered.
+    """
+
+    __slots__ = ("_data", "_segments", "_text")
+
+    def __init__(self) -> None:
+        self._data = b""
+        self._segments: tuple[Segment, ...] = ()
+        self._text: str | None = ""
+
+    @property
+    def data(self) -> bytes:
+        return self._data
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self._data.decode("utf-8")
+        return self._text
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self._segments
+
+    def _commit(self, data: bytes, segments: tuple[Segment, ...], text: str | None = None) -> None:
+        # Three plain attribute stores: nothing here can fail half-way.
+        self._data, self._segments, self._text = data, segments, text
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RenderedChat):
+            return NotImplemented
+        return self._data == other._data and self._segments == other._segments
+
+    __hash__ = None  # mutable through render_chat_into
+
+    def __repr__(self) -> str:
+        return f"RenderedChat({len(self._data)} bytes, {len(self._segments)} segments)"
+
+
+class SegmentBuilder:
+    """Explicit trust promotion for caller-built streams.
+
+    `.text(s)` appends DATA; `.control(atom)` appends a TRUSTED_CONTROL marker
+    (checked against the atom table when tokenized). Neighbours of one kind
+    merge; empty text adds nothing. No method ever scans text for markers.
+    """
+
+    __slots__ = ("_parts", "_kinds")
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._kinds: list[Kind] = []
+
+    def text(self, text: str) -> "SegmentBuilder":
+        if not isinstance(text, str):
+            raise TypeError(f"text() takes a str, not {type(text).__name__}")
+        self._append(utf8(text, "text()"), Kind.DATA)
+        return self
+
+    def control(self, atom: str) -> "SegmentBuilder":
+        if not isinstance(atom, str):
+            raise TypeError(f"control() takes a str, not {type(atom).__name__}")
+        if not atom:
+            raise ValueError("control() needs a non-empty atom spelling")
+        self._append(utf8(atom, "control()"), Kind.TRUSTED_CONTROL)
+        return self
+
+    def _append(self, data: bytes, kind: Kind) -> None:
+        if not data:
+            return
+        if self._kinds and self._kinds[-1] is kind:
+            self._parts[-1] += data
+        else:
+            self._parts.append(data)
+            self._kinds.append(kind)
+
+    def build(self) -> RenderedChat:
+        segments = []
+        pos = 0
+        for part, kind in zip(self._parts, self._kinds):
+            segments.append(Segment(pos, pos + len(part), kind))
+            pos += len(part)
+        chat = RenderedChat()
+        chat._commit(b"".join(self._parts), tuple(segments))
+        return chat
