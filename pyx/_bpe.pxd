@@ -1,0 +1,51 @@
+# Byte-level BPE with merge ranks: merges keyed (left id, right id) -> (rank, new id),
+# a bounded per-worker cache of piece bytes -> ids, and a heap for long pieces.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from qwen4exp._idvec cimport IdVec
+
+cdef enum:
+    CACHE_KEY_MAX = 30      # pieces longer than this are not cached
+    CACHE_IDS_MAX = 8       # nor pieces that need more ids than this
+    SHORT_PIECE = 96        # below this length the array method beats the heap
+
+
+cdef struct MergeSlot:
+    uint64_t key            # (left << 32) | right; EMPTY_KEY when free
+    int32_t rank
+    int32_t new_id
+
+
+cdef struct BpeModel:
+    MergeSlot *slots
+    uint64_t mask           # slots - 1 (power of two)
+    int shift               # 64 - log2(slots)
+    int32_t byte_ids[256]   # id of each single-byte token
+
+
+cdef struct CacheSlot:
+    uint64_t hash           # 0: empty
+    uint8_t klen
+    uint8_t nids
+    uint8_t key[CACHE_KEY_MAX]
+    int32_t ids[CACHE_IDS_MAX]
+
+
+cdef struct Worker:
+    # Everything one thread mutates while encoding: its cache and scratch space.
+    CacheSlot *cache
+    uint64_t cache_mask
+    int32_t *sym            # symbol ids of the piece being merged
+    int32_t *aux            # ranks (array method) / prev links (heap method)
+    int32_t *nxt            # next links (heap method)
+    uint64_t *heap          # (rank << 32 | position) entries
+    Py_ssize_t scratch_cap  # capacity of sym/aux/nxt (heap holds 2x)
+
+
+cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
+                        const int32_t *byte_ids) noexcept nogil
+cdef void bpe_model_free(BpeModel *m) noexcept nogil
+cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil
+cdef void worker_flush(Worker *w) noexcept nogil
+cdef void worker_free(Worker *w) noexcept nogil
+cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                          IdVec *out) noexcept nogil

@@ -1,0 +1,295 @@
+# cython: language_level=3
+"""Byte-level BPE over merge ranks (HF `tokenizers` semantics, ignore_merges=false).
+
+At every step the adjacent pair with the lowest merge rank is merged, the
+leftmost one among equals. Short pieces use an array of pair ranks (cheap,
+cache friendly); long pieces use a min-heap of (rank, position) with lazy
+invalidation over a linked list, so one 200,000-byte word costs O(n log n).
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX
+from libc.string cimport memcpy, memcmp, memmove, memset
+from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
+from qwen4exp._idvec cimport IdVec, idvec_reserve
+
+cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFULL
+cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
+
+
+cdef inline uint64_t pair_key(int32_t a, int32_t b) noexcept nogil:
+    return (<uint64_t> <uint32_t> a << 32) | <uint32_t> b
+
+
+cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b, int32_t *new_id) noexcept nogil:
+    """Rank of merging (a, b), INT32_MAX if there is no such merge."""
+    cdef uint64_t key = pair_key(a, b)
+    cdef uint64_t i = (key * GOLDEN) >> m.shift
+    cdef const MergeSlot *s
+    while True:
+        s = &m.slots[i]
+        if s.key == key:
+            new_id[0] = s.new_id
+            return s.rank
+        if s.key == EMPTY_KEY:
+            return INT32_MAX
+        i = (i + 1) & m.mask
+
+
+cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
+                        const int32_t *byte_ids) noexcept nogil:
+    """Build the merge table; -1 if allocation fails (m is then empty)."""
+    cdef uint64_t size = 1024
+    cdef int bits = 10
+    cdef Py_ssize_t r
+    cdef uint64_t key, i
+    while size < <uint64_t> n_merges * 2:
+        size <<= 1
+        bits += 1
+    m.slots = <MergeSlot *> q4_malloc(size * sizeof(MergeSlot))
+    if m.slots == NULL:
+        return -1
+    memset(m.slots, 0xFF, size * sizeof(MergeSlot))
+    m.mask = size - 1
+    m.shift = 64 - bits
+    memcpy(m.byte_ids, byte_ids, 256 * sizeof(int32_t))
+    for r in range(n_merges):
+        key = pair_key(merges[3 * r], merges[3 * r + 1])
+        i = (key * GOLDEN) >> m.shift
+        while m.slots[i].key != EMPTY_KEY and m.slots[i].key != key:
+            i = (i + 1) & m.mask
+        if m.slots[i].key == key:
+            continue  # a repeated merge keeps its first (lowest) rank, as HF does
+        m.slots[i].key = key
+        m.slots[i].rank = <int32_t> r
+        m.slots[i].new_id = merges[3 * r + 2]
+    return 0
+
+
+cdef void bpe_model_free(BpeModel *m) noexcept nogil:
+    q4_free(m.slots)
+    m.slots = NULL
+
+
+cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
+    """cache_slots must be a power of two (0 disables the cache)."""
+    memset(w, 0, sizeof(Worker))
+    if cache_slots > 0:
+        w.cache = <CacheSlot *> q4_malloc(<size_t> cache_slots * sizeof(CacheSlot))
+        if w.cache == NULL:
+            return -1
+        w.cache_mask = <uint64_t> cache_slots - 1
+        worker_flush(w)
+    return 0
+
+
+cdef void worker_flush(Worker *w) noexcept nogil:
+    if w.cache != NULL:
+        memset(w.cache, 0, <size_t> (w.cache_mask + 1) * sizeof(CacheSlot))
+
+
+cdef void worker_free(Worker *w) noexcept nogil:
+    q4_free(w.cache)
+    q4_free(w.sym)
+    q4_free(w.aux)
+    q4_free(w.nxt)
+    q4_free(w.heap)
+    memset(w, 0, sizeof(Worker))
+
+
+cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef void *p
+    if n <= w.scratch_cap:
+        return 0
+    cap = w.scratch_cap * 2 if w.scratch_cap else 256
+    while cap < n:
+        cap *= 2
+    # Each buffer is swapped in as soon as it is grown, so a failure half-way
+    # leaves every pointer valid (scratch_cap only moves once all succeeded).
+    p = q4_realloc(w.sym, <size_t> cap * sizeof(int32_t))
+    if p == NULL:
+        return -1
+    w.sym = <int32_t *> p
+    p = q4_realloc(w.aux, <size_t> cap * sizeof(int32_t))
+    if p == NULL:
+        return -1
+    w.aux = <int32_t *> p
+    p = q4_realloc(w.nxt, <size_t> cap * sizeof(int32_t))
+    if p == NULL:
+        return -1
+    w.nxt = <int32_t *> p
+    p = q4_realloc(w.heap, <size_t> cap * 2 * sizeof(uint64_t))
+    if p == NULL:
+        return -1
+    w.heap = <uint64_t *> p
+    w.scratch_cap = cap
+    return 0
+
+
+cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = <uint64_t> n * GOLDEN
+    cdef uint64_t word
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&word, p + i, 8)
+        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
+        h ^= h >> 31
+        i += 8
+    if i < n:
+        word = 0
+        memcpy(&word, p + i, <size_t> (n - i))
+        h = (h ^ word) * 0x94D049BB133111EBULL
+        h ^= h >> 29
+    h *= GOLDEN
+    h ^= h >> 32
+    return h | 1  # 0 marks an empty slot
+
+
+cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_ssize_t k) noexcept nogil:
+    """Array method for short pieces: returns the number of symbols left in sym."""
+    cdef Py_ssize_t j, best
+    cdef int32_t best_rank, new_id, tmp
+    for j in range(k - 1):
+        rank[j] = merge_rank(m, sym[j], sym[j + 1], &tmp)
+    while k > 1:
+        best = -1
+        best_rank = INT32_MAX
+        for j in range(k - 1):
+            if rank[j] < best_rank:
+                best_rank = rank[j]
+                best = j
+        if best < 0:
+            break
+        merge_rank(m, sym[best], sym[best + 1], &new_id)
+        sym[best] = new_id
+        memmove(&sym[best + 1], &sym[best + 2], <size_t> (k - best - 2) * sizeof(int32_t))
+        memmove(&rank[best], &rank[best + 1], <size_t> (k - best - 2) * sizeof(int32_t))
+        k -= 1
+        if best > 0:
+            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best], &tmp)
+        if best < k - 1:
+            rank[best] = merge_rank(m, sym[best], sym[best + 1], &tmp)
+    return k
+
+
+cdef inline void heap_push(uint64_t *heap, Py_ssize_t *size, uint64_t v) noexcept nogil:
+    cdef Py_ssize_t i = size[0]
+    cdef Py_ssize_t parent
+    size[0] = i + 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] <= v:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = v
+
+
+cdef inline uint64_t heap_pop(uint64_t *heap, Py_ssize_t *size) noexcept nogil:
+    cdef uint64_t top = heap[0]
+    cdef Py_ssize_t n = size[0] - 1
+    cdef uint64_t last = heap[n]
+    cdef Py_ssize_t i = 0, child
+    size[0] = n
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= last:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = last
+    return top
+
+
+cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
+    """Heap method: merges w.sym[0:k] in place; dead symbols get id -1.
+
+    The heap holds at most one entry per live pair plus stale ones, and each
+    merge pushes at most two, so 2k entries always suffice.
+    """
+    cdef int32_t *sym = w.sym
+    cdef int32_t *prv = w.aux
+    cdef int32_t *nxt = w.nxt
+    cdef uint64_t *heap = w.heap
+    cdef Py_ssize_t size = 0, j
+    cdef int32_t r, new_id, tmp, pos, right
+    cdef uint64_t top
+    for j in range(k):
+        prv[j] = <int32_t> (j - 1)
+        nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
+    for j in range(k - 1):
+        r = merge_rank(m, sym[j], sym[j + 1], &tmp)
+        if r != INT32_MAX:
+            heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> j)
+    while size > 0:
+        top = heap_pop(heap, &size)
+        pos = <int32_t> (top & 0xFFFFFFFFULL)
+        r = <int32_t> (top >> 32)
+        right = nxt[pos]
+        if sym[pos] < 0 or right < 0:
+            continue
+        if merge_rank(m, sym[pos], sym[right], &new_id) != r:
+            continue  # stale: this pair changed since the entry was pushed
+        sym[pos] = new_id
+        sym[right] = -1
+        nxt[pos] = nxt[right]
+        if nxt[right] >= 0:
+            prv[nxt[right]] = pos
+        if prv[pos] >= 0:
+            r = merge_rank(m, sym[prv[pos]], new_id, &tmp)
+            if r != INT32_MAX:
+                heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> prv[pos])
+        if nxt[pos] >= 0:
+            r = merge_rank(m, new_id, sym[nxt[pos]], &tmp)
+            if r != INT32_MAX:
+                heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> pos)
+
+
+cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                          IdVec *out) noexcept nogil:
+    """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
+    cdef CacheSlot *slot = NULL
+    cdef uint64_t h = 0
+    cdef Py_ssize_t j, k
+    if n == 1:
+        if idvec_reserve(out, 1) < 0:
+            return -1
+        out.data[out.len] = m.byte_ids[p[0]]
+        out.len += 1
+        return 0
+    if w.cache != NULL and n <= CACHE_KEY_MAX:
+        h = hash_bytes(p, n)
+        slot = &w.cache[h & w.cache_mask]
+        if slot.hash == h and slot.klen == n and memcmp(slot.key, p, <size_t> n) == 0:
+            if idvec_reserve(out, slot.nids) < 0:
+                return -1
+            memcpy(out.data + out.len, slot.ids, slot.nids * sizeof(int32_t))
+            out.len += slot.nids
+            return 0
+    if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:
+        return -1
+    for j in range(n):
+        w.sym[j] = m.byte_ids[p[j]]
+    if n < SHORT_PIECE:
+        k = merge_short(m, w.sym, w.aux, n)
+        memcpy(out.data + out.len, w.sym, <size_t> k * sizeof(int32_t))
+        out.len += k
+    else:
+        merge_long(m, w, n)
+        k = 0
+        j = 0
+        while j >= 0:
+            out.data[out.len + k] = w.sym[j]
+            k += 1
+            j = w.nxt[j]
+        out.len += k
+    if slot != NULL and k <= CACHE_IDS_MAX:
+        slot.hash = h
+        slot.klen = <uint8_t> n
+        slot.nids = <uint8_t> k
+        memcpy(slot.key, p, <size_t> n)
+        memcpy(slot.ids, out.data + out.len - k, <size_t> k * sizeof(int32_t))
+    return 0

@@ -1,0 +1,392 @@
+# cython: language_level=3
+"""The native tokenizer: one object owning the merge table, the atom table,
+the token spellings and a pool of per-thread workers (cache + scratch).
+
+Python validates and converts arguments, then each entry point runs one
+`with nogil:` loop over C buffers and raises only after leaving it. A worker
+is taken from the pool under the GIL and given back after, so threads that
+share one tokenizer never share mutable state.
+"""
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.string cimport memcpy, memset
+cimport numpy as cnp
+import numpy as np
+import threading
+
+from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
+from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
+                            worker_flush, worker_free, bpe_encode_piece)
+from qwen4exp._atoms cimport (AtomTable, atoms_init, atoms_free, atoms_parse, ATOMS_OK,
+                              ATOMS_NO_MEMORY, ATOMS_UNKNOWN)
+from qwen4exp._geometry cimport GeoError, check_geometry
+from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
+from qwen4exp._pretokenize cimport piece_end
+
+cnp.import_array()
+
+cdef enum:
+    POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
+
+# Error codes of the nogil loops (decoded into exceptions by the caller).
+cdef enum:
+    RC_OK = 0
+    RC_NO_MEMORY = -1
+    RC_GEOMETRY = -2
+    RC_UNKNOWN_CONTROL = -3
+
+
+cdef struct Stream:
+    # One unit of batch work: input bytes in, ids out.
+    const uint8_t *data
+    Py_ssize_t n
+    IdVec ids
+    int rc
+
+
+cdef class NativeTokenizer:
+    cdef BpeModel model
+    cdef AtomTable atoms
+    cdef const uint8_t *token_bytes
+    cdef const int64_t *token_offsets
+    cdef readonly Py_ssize_t n_vocab
+    cdef readonly Py_ssize_t cache_slots
+    cdef Worker **pool
+    cdef Py_ssize_t pool_len
+    cdef object _keep          # numpy arrays whose buffers we point into
+    cdef object _pool_lock     # held only around pool push/pop (threads without the GIL never touch it)
+
+    def __cinit__(self):
+        memset(&self.model, 0, sizeof(BpeModel))
+        memset(&self.atoms, 0, sizeof(AtomTable))
+        self.pool = NULL
+        self.pool_len = 0
+
+    def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
+                 Py_ssize_t cache_slots=32768):
+        cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
+        cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
+        cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
+        cdef const uint8_t[::1] ab = np.ascontiguousarray(atom_bytes, dtype=np.uint8)
+        cdef const int64_t[::1] ao = np.ascontiguousarray(atom_offsets, dtype=np.int64)
+        cdef const int32_t[::1] ai = np.ascontiguousarray(atom_ids, dtype=np.int32)
+        cdef int32_t byte_ids[256]
+        cdef Py_ssize_t i, j
+        if cache_slots < 0 or (cache_slots & (cache_slots - 1)) != 0:
+            raise ValueError("cache_slots must be 0 or a power of two")
+        self.cache_slots = cache_slots
+        self.n_vocab = to.shape[0] - 1
+        for i in range(256):
+            byte_ids[i] = -1
+        for i in range(self.n_vocab):
+            if to[i + 1] - to[i] == 1:
+                byte_ids[tb[to[i]]] = <int32_t> i
+        for i in range(256):
+            if byte_ids[i] < 0:
+                raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
+        self._keep = (tb, to)
+        self.token_bytes = &tb[0]
+        self.token_offsets = &to[0]
+        with nogil:
+            i = bpe_model_init(&self.model, &mg[0, 0] if mg.shape[0] else NULL, mg.shape[0], byte_ids)
+            j = atoms_init(&self.atoms, &ab[0] if ab.shape[0] else NULL, &ao[0], &ai[0] if ai.shape[0] else NULL,
+                           ai.shape[0])
+        if i < 0 or j < 0:
+            raise MemoryError("could not allocate the merge or atom table")
+        self.pool = <Worker **> q4_malloc(POOL_MAX * sizeof(Worker *))
+        if self.pool == NULL:
+            raise MemoryError("could not allocate the worker pool")
+        self._pool_lock = threading.Lock()
+
+    def __dealloc__(self):
+        cdef Py_ssize_t k
+        if self.pool != NULL:
+            for k in range(self.pool_len):
+                worker_free(self.pool[k])
+                q4_free(self.pool[k])
+            q4_free(self.pool)
+        bpe_model_free(&self.model)
+        atoms_free(&self.atoms)
+
+    # -- worker pool (GIL held) ------------------------------------------------
+
+    cdef Worker *acquire(self) except NULL:
+        cdef Worker *w = NULL
+        with self._pool_lock:
+            if self.pool_len > 0:
+                self.pool_len -= 1
+                w = self.pool[self.pool_len]
+        if w != NULL:
+            return w
+        w = <Worker *> q4_malloc(sizeof(Worker))
+        if w == NULL:
+            raise MemoryError("could not allocate a tokenizer worker")
+        if worker_init(w, self.cache_slots) < 0:
+            q4_free(w)
+            raise MemoryError("could not allocate a tokenizer cache")
+        return w
+
+    cdef void release(self, Worker *w) noexcept:
+        cdef bint kept = False
+        with self._pool_lock:
+            if self.pool_len < POOL_MAX:
+                self.pool[self.pool_len] = w
+                self.pool_len += 1
+                kept = True
+        if not kept:
+            worker_free(w)
+            q4_free(w)
+
+    def flush_cache(self):
+        """Empty the cache of every idle worker."""
+        cdef Py_ssize_t k
+        with self._pool_lock:
+            for k in range(self.pool_len):
+                worker_flush(self.pool[k])
+
+    # -- the nogil loops ---------------------------------------------------------
+
+    cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
+        cdef Py_ssize_t i = 0, e
+        while i < n:
+            e = piece_end(s, n, i)
+            if bpe_encode_piece(&self.model, w, s + i, e - i, out) < 0:
+                return RC_NO_MEMORY
+            i = e
+        return RC_OK
+
+    cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
+        """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""
+        cdef unsigned char *normal = NULL
+        cdef Py_ssize_t m
+        cdef int rc
+        if utf8_is_nfc(s, n):
+            return self.encode_pieces(w, s, n, out)
+        m = utf8_nfc(s, n, &normal)
+        if m < 0:
+            return RC_NO_MEMORY
+        rc = self.encode_pieces(w, normal, m, out)
+        q4_free(normal)
+        return rc
+
+    cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
+                           const int64_t *ends, const int8_t *kinds, Py_ssize_t m, IdVec *out,
+                           GeoError *geo, Py_ssize_t *bad) noexcept nogil:
+        """Validate the whole geometry, then tokenize each segment on its own."""
+        cdef Py_ssize_t k
+        cdef int rc
+        if check_geometry(data, n, starts, ends, kinds, m, geo) < 0:
+            return RC_GEOMETRY
+        for k in range(m):
+            if kinds[k] == 0:
+                rc = self.encode_data(w, data + starts[k], ends[k] - starts[k], out)
+                if rc < 0:
+                    return rc
+            else:
+                rc = atoms_parse(&self.atoms, data + starts[k], ends[k] - starts[k], out, bad)
+                if rc == ATOMS_NO_MEMORY:
+                    return RC_NO_MEMORY
+                if rc == ATOMS_UNKNOWN:
+                    geo.segment = k
+                    geo.offset = starts[k] + bad[0]
+                    return RC_UNKNOWN_CONTROL
+        return RC_OK
+
+    # -- Python entry points ---------------------------------------------------
+
+    def encode(self, str text):
+        """Ids of `text` as DATA (list of int). Raises UnicodeEncodeError on lone surrogates."""
+        cdef Py_ssize_t n
+        cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
+        cdef IdVec out
+        cdef Worker *w = self.acquire()
+        cdef int rc
+        memset(&out, 0, sizeof(IdVec))
+        with nogil:
+            rc = self.encode_data(w, <const uint8_t *> s, n, &out)
+        self.release(w)
+        try:
+            if rc < 0:
+                raise MemoryError("out of memory while tokenizing")
+            return idvec_to_list(&out)
+        finally:
+            idvec_free(&out)
+
+    def count(self, str text):
+        """Number of ids `encode(text)` would return, without building the list."""
+        cdef Py_ssize_t n
+        cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
+        cdef IdVec out
+        cdef Worker *w = self.acquire()
+        cdef int rc
+        memset(&out, 0, sizeof(IdVec))
+        with nogil:
+            rc = self.encode_data(w, <const uint8_t *> s, n, &out)
+        self.release(w)
+        n = out.len
+        idvec_free(&out)
+        if rc < 0:
+            raise MemoryError("out of memory while tokenizing")
+        return n
+
+    def encode_segments(self, bytes data, const int64_t[::1] starts, const int64_t[::1] ends,
+                        const int8_t[::1] kinds):
+        """Ids of a segmented stream as a new int32 array.
+
+        Returns (array, None) on success or (None, (code, segment, offset)) on a
+        geometry / unknown-control fault; MemoryError on allocation failure.
+        """
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), m = starts.shape[0], bad = 0
+        cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
+        cdef IdVec out
+        cdef GeoError geo
+        cdef Worker *w
+        cdef int rc
+        if ends.shape[0] != m or kinds.shape[0] != m:
+            raise ValueError("starts, ends and kinds must have one entry per segment")
+        w = self.acquire()
+        memset(&out, 0, sizeof(IdVec))
+        with nogil:
+            rc = self.encode_stream(w, s, n, &starts[0] if m else NULL, &ends[0] if m else NULL,
+                                    &kinds[0] if m else NULL, m, &out, &geo, &bad)
+        self.release(w)
+        try:
+            if rc == RC_NO_MEMORY:
+                raise MemoryError("out of memory while tokenizing segments")
+            if rc == RC_GEOMETRY:
+                return None, (int(geo.code), geo.segment, geo.offset)
+            if rc == RC_UNKNOWN_CONTROL:
+                return None, (-1, geo.segment, geo.offset)
+            return idvec_to_array(&out), None
+        finally:
+            idvec_free(&out)
+
+    def encode_batch(self, list texts, int num_threads):
+        """Ids of each text (DATA), computed on num_threads threads without the GIL."""
+        cdef Py_ssize_t count = len(texts), k, n
+        cdef Stream *streams
+        cdef const char *s
+        cdef list results
+        if count == 0:
+            return []
+        streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
+        if streams == NULL:
+            raise MemoryError("out of memory preparing a batch")
+        memset(streams, 0, <size_t> count * sizeof(Stream))
+        try:
+            for k in range(count):
+                s = PyUnicode_AsUTF8AndSize(texts[k], &n)
+                streams[k].data = <const uint8_t *> s
+                streams[k].n = n
+            self.run_streams(streams, count, num_threads)
+            for k in range(count):
+                if streams[k].rc < 0:
+                    raise MemoryError("out of memory while tokenizing a batch")
+            results = [None] * count
+            for k in range(count):
+                results[k] = idvec_to_list(&streams[k].ids)
+            return results
+        finally:
+            for k in range(count):
+                idvec_free(&streams[k].ids)
+            q4_free(streams)
+
+    cdef void run_streams(self, Stream *streams, Py_ssize_t count, int num_threads) except *:
+        """Split streams into contiguous chunks of about equal bytes, one per thread."""
+        cdef Py_ssize_t total = 0, k, acc = 0, t
+        cdef list bounds = [0]
+        for k in range(count):
+            total += streams[k].n + 16
+        num_threads = max(1, min(num_threads, count))
+        for k in range(count):
+            acc += streams[k].n + 16
+            if len(bounds) < num_threads and acc * num_threads >= total * len(bounds):
+                bounds.append(k + 1)
+        bounds.append(count)
+        if len(bounds) == 2:
+            self.run_chunk(<size_t> streams, 0, count)
+            return
+        errors = []
+        def body(lo, hi):
+            try:
+                self.run_chunk(<size_t> streams, lo, hi)
+            except BaseException as exc:  # re-raised in the calling thread
+                errors.append(exc)
+        threads = [threading.Thread(target=body, args=(bounds[t], bounds[t + 1]))
+                   for t in range(1, len(bounds) - 1)]
+        for th in threads:
+            th.start()
+        body(bounds[0], bounds[1])
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+
+    def run_chunk(self, size_t address, Py_ssize_t lo, Py_ssize_t hi):
+        cdef Stream *streams = <Stream *> address
+        cdef Worker *w = self.acquire()
+        cdef Py_ssize_t k
+        with nogil:
+            for k in range(lo, hi):
+                streams[k].rc = self.encode_data(w, streams[k].data, streams[k].n, &streams[k].ids)
+        self.release(w)
+
+    def decode_bytes(self, const int32_t[::1] ids):
+        """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""
+        cdef Py_ssize_t k, total = 0, m = ids.shape[0], a, pos = 0
+        cdef int32_t t
+        cdef bytes out
+        cdef char *dst
+        cdef Py_ssize_t bad = -1
+        with nogil:
+            for k in range(m):
+                t = ids[k]
+                if 0 <= t < self.n_vocab:
+                    total += self.token_offsets[t + 1] - self.token_offsets[t]
+                else:
+                    a = self.atom_index(t)
+                    if a < 0:
+                        bad = k
+                        break
+                    total += self.atoms.offsets[a + 1] - self.atoms.offsets[a]
+        if bad >= 0:
+            return None, bad
+        out = PyBytes_FromStringAndSize(NULL, total)
+        dst = PyBytes_AS_STRING(out)
+        with nogil:
+            for k in range(m):
+                t = ids[k]
+                if 0 <= t < self.n_vocab:
+                    a = self.token_offsets[t + 1] - self.token_offsets[t]
+                    memcpy(dst + pos, self.token_bytes + self.token_offsets[t], <size_t> a)
+                else:
+                    a = self.atom_index(t)
+                    memcpy(dst + pos, self.atoms.blob + self.atoms.offsets[a],
+                           <size_t> (self.atoms.offsets[a + 1] - self.atoms.offsets[a]))
+                    a = self.atoms.offsets[a + 1] - self.atoms.offsets[a]
+                pos += a
+        return out, -1
+
+    cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil:
+        cdef Py_ssize_t a
+        for a in range(self.atoms.n):
+            if self.atoms.ids[a] == t:
+                return a
+        return -1
+
+
+cdef list idvec_to_list(IdVec *v):
+    cdef list out = [None] * v.len
+    cdef Py_ssize_t k
+    for k in range(v.len):
+        out[k] = v.data[k]
+    return out
+
+
+cdef object idvec_to_array(IdVec *v):
+    cdef cnp.ndarray arr = np.empty(v.len, dtype=np.int32)
+    if v.len:
+        memcpy(cnp.PyArray_DATA(arr), v.data, <size_t> v.len * sizeof(int32_t))
+    return arr

@@ -1,0 +1,97 @@
+# cython: language_level=3
+"""Strict UTF-8 validation and segment geometry checks (SPEC.md, SegmentError)."""
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+
+
+cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil:
+    """Offset of the first byte that starts no valid UTF-8 sequence, or -1.
+
+    Rejects overlong forms, surrogates (U+D800..U+DFFF) and values past
+    U+10FFFF, as Python's strict codec does.
+    """
+    cdef Py_ssize_t i = 0
+    cdef uint64_t word
+    cdef uint8_t b, b1
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&word, s + i, 8)
+            if (word & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
+        b = s[i]
+        if b < 0x80:
+            i += 1
+        elif b < 0xC2:
+            return i
+        elif b < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return i
+            i += 2
+        elif b < 0xF0:
+            if i + 2 >= n:
+                return i
+            b1 = s[i + 1]
+            if (b1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return i
+            if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 >= 0xA0):
+                return i
+            i += 3
+        elif b < 0xF5:
+            if i + 3 >= n:
+                return i
+            b1 = s[i + 1]
+            if (b1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
+                return i
+            if (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 >= 0x90):
+                return i
+            i += 4
+        else:
+            return i
+    return -1
+
+
+cdef inline int fail(GeoError *err, GeoCode code, Py_ssize_t segment, Py_ssize_t offset) noexcept nogil:
+    err.code = code
+    err.segment = segment
+    err.offset = offset
+    return -1
+
+
+cdef int check_geometry(const uint8_t *data, Py_ssize_t n, const int64_t *starts,
+                        const int64_t *ends, const int8_t *kinds, Py_ssize_t m,
+                        GeoError *err) noexcept nogil:
+    """0 if the m segments tile data[0:n] exactly, well formed; else -1 with err set.
+
+    Geometry is checked before the bytes, so the error names the first
+    structural fault; UTF-8 validity of the whole stream comes last.
+    """
+    cdef Py_ssize_t k, bad
+    cdef int64_t prev_end = 0
+    err.code = GEO_OK
+    err.segment = -1
+    err.offset = 0
+    if m == 0 and n > 0:
+        return fail(err, GEO_NO_SEGMENTS, -1, 0)
+    for k in range(m):
+        if kinds[k] != 0 and kinds[k] != 1:
+            return fail(err, GEO_BAD_KIND, k, starts[k])
+        if starts[k] > prev_end:
+            return fail(err, GEO_GAP, k, prev_end)
+        if starts[k] < prev_end:
+            return fail(err, GEO_OVERLAP, k, starts[k])
+        if ends[k] <= starts[k]:
+            return fail(err, GEO_EMPTY, k, starts[k])
+        if ends[k] > n:
+            return fail(err, GEO_PAST_END, k, ends[k])
+        if k > 0 and kinds[k] == kinds[k - 1]:
+            return fail(err, GEO_UNMERGED, k, starts[k])
+        if starts[k] < n and (data[starts[k]] & 0xC0) == 0x80:
+            return fail(err, GEO_SPLIT_CHAR, k, starts[k])
+        prev_end = ends[k]
+    if prev_end < n:
+        return fail(err, GEO_SHORT, m - 1, prev_end)
+    bad = utf8_invalid_at(data, n)
+    if bad >= 0:
+        return fail(err, GEO_BAD_UTF8, -1, bad)
+    return 0

@@ -1,0 +1,342 @@
+"""The Tokenizer: plain-text encode/decode and the segmented adapter.
+
+Python validates and converts; the native core (qwen4exp._encoder) does all
+per-byte work in one GIL-free call. DATA never yields an added-token id;
+TRUSTED_CONTROL only resolves exact atoms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import types
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import _vocab_compile
+from ._encoder import NativeTokenizer
+from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
+from .segments import Kind, RenderedChat, Segment
+
+__all__ = ["Tokenizer", "TokenBuffer"]
+
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
+_BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
+_INT64_MAX = 2**63 - 1
+
+_GEOMETRY_MESSAGES = {
+    1: "bytes are not valid UTF-8 at byte {offset}",
+    2: "data is {n} bytes but no segments cover it",
+    3: "segment {segment} is empty (starts at byte {offset})",
+    4: "gap before segment {segment}: bytes from {offset} are not covered",
+    5: "segment {segment} overlaps the previous one (starts at byte {offset})",
+    6: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
+    7: "segments end at byte {offset} but the data is {n} bytes",
+    8: "segment {segment} has an unknown kind",
+    9: "segment {segment} has the same kind as the previous one (merge them); starts at byte {offset}",
+    10: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
+}
+
+
+def _text_error(text: str, where: str) -> TextEncodingError:
+    for i, ch in enumerate(text):
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return TextEncodingError(
+                f"{where}: lone surrogate U+{ord(ch):04X} at character {i} is not valid Unicode"
+            )
+    return TextEncodingError(f"{where}: text cannot be encoded as UTF-8")
+
+
+class TokenBuffer:
+    """A growable int32 token buffer that only changes when a call fully succeeds.
+
+    `.array` is a read-only view of the committed tokens.
+    """
+
+    __slots__ = ("_buf", "_len")
+
+    def __init__(self, capacity: int = 1024) -> None:
+        if not isinstance(capacity, int) or capacity < 0:
+            raise ValueError("capacity must be a non-negative int")
+        self._buf = np.empty(max(capacity, 16), dtype=np.int32)
+        self._len = 0
+
+    @property
+    def array(self) -> np.ndarray:
+        view = self._buf[: self._len]
+        view.flags.writeable = False
+        return view
+
+    def __len__(self) -> int:
+        return self._len
+
+    def clear(self) -> None:
+        self._len = 0
+
+    def tolist(self) -> list[int]:
+        return self._buf[: self._len].tolist()
+
+    def _append(self, ids: np.ndarray) -> None:
+        """Commit ids at the end. Anything that can fail happens before the commit."""
+        need = self._len + len(ids)
+        buf = self._buf
+        if need > len(buf):
+            buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
+            buf[: self._len] = self._buf[: self._len]
+        buf[self._len : need] = ids
+        self._buf, self._len = buf, need
+
+    def __repr__(self) -> str:
+        return f"TokenBuffer({self._len} tokens)"
+
+
+class Tokenizer:
+    """Qwen byte-level BPE with provenance-aware segment encoding.
+
+    `Tokenizer()` loads the bundled Qwen3 vocabulary (no network);
+    `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
+    """
+
+    def __init__(self, *, cache_size: int = 32768) -> None:
+        self._load_compiled(_BUNDLED, cache_size)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, *, cache_size: int = 32768) -> "Tokenizer":
+        """Load a Qwen-family tokenizer.json, or a directory that holds one.
+
+        The compiled form is cached under $QWEN4EXP_CACHE (default
+        ~/.cache/qwen4exp), keyed by the file's SHA-256.
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "tokenizer.json")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no tokenizer.json at {path!r}")
+        with open(path, "rb") as f:
+            raw = f.read()
+        digest = hashlib.sha256(raw).hexdigest()
+        cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(
+            os.path.expanduser("~"), ".cache", "qwen4exp"
+        )
+        cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
+        self = cls.__new__(cls)
+        if os.path.isfile(cached):
+            try:
+                self._load_compiled(cached, cache_size, expect_sha=digest)
+                return self
+            except (OSError, ValueError, KeyError):
+                pass  # a damaged cache entry: recompile below
+        try:
+            arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
+        except _vocab_compile.VocabFormatError as exc:
+            raise Qwen4ExpError(str(exc)) from None
+        self._init_arrays(arrays, cache_size)
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            tmp = f"{cached}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # caching is an optimisation only
+        return self
+
+    def _load_compiled(self, path: str, cache_size: int, expect_sha: str | None = None) -> None:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
+                "so that its build step compiles vocab/tokenizer.json"
+            )
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        if int(arrays["format_version"][0]) != _vocab_compile.FORMAT_VERSION:
+            raise ValueError(f"{path}: compiled vocabulary has an unknown format version")
+        if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
+            raise ValueError(f"{path}: checksum does not match its tokenizer.json")
+        self._init_arrays(arrays, cache_size)
+
+    def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
+        if not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError("cache_size must be a non-negative int (0 disables the cache)")
+        slots = 1 << max(cache_size - 1, 0).bit_length() if cache_size else 0
+        self._native = NativeTokenizer(
+            arrays["token_bytes"],
+            arrays["token_offsets"],
+            arrays["merges"],
+            arrays["atom_bytes"],
+            arrays["atom_offsets"],
+            arrays["atom_ids"],
+            cache_slots=slots,
+        )
+        blob = arrays["atom_bytes"].tobytes()
+        offs = arrays["atom_offsets"]
+        self._atoms = types.MappingProxyType(
+            {
+                blob[offs[i] : offs[i + 1]].decode("utf-8"): int(a)
+                for i, a in enumerate(arrays["atom_ids"])
+            }
+        )
+        self._n_vocab = int(len(arrays["token_offsets"]) - 1)
+
+    # -- plain text --------------------------------------------------------
+
+    @property
+    def atoms(self) -> Mapping[str, int]:
+        """The special-atom table: spelling -> id (read-only)."""
+        return self._atoms
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
+        return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
+        try:
+            return self._native.encode(text)
+        except UnicodeEncodeError:
+            raise _text_error(text, "encode()") from None
+
+    def count(self, text: str) -> int:
+        """len(encode(text)), without building the list."""
+        if not isinstance(text, str):
+            raise TypeError(f"count() takes a str, not {type(text).__name__}")
+        try:
+            return self._native.count(text)
+        except UnicodeEncodeError:
+            raise _text_error(text, "count()") from None
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """encode() of each text, in order, on `num_threads` native threads (default: all CPUs)."""
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"encode_batch(): texts[{i}] is {type(t).__name__}, not str")
+        threads = _thread_count(num_threads)
+        try:
+            return self._native.encode_batch(texts, threads)
+        except UnicodeEncodeError:
+            for i, t in enumerate(texts):
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _text_error(t, f"encode_batch(): texts[{i}]") from None
+            raise
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes the ids spell (atoms spell themselves)."""
+        arr = _ids_array(ids)
+        data, bad = self._native.decode_bytes(arr)
+        if data is None:
+            raise Qwen4ExpError(
+                f"decode(): id {int(arr[bad])} at index {bad} is not in the vocabulary "
+                f"(valid: 0..{self._n_vocab - 1} and the atom ids)"
+            )
+        return data
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of the ids; bytes that do not form UTF-8 become U+FFFD, as in HF."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def flush_cache(self) -> None:
+        """Empty the word caches (they are bounded; this only frees their contents)."""
+        self._native.flush_cache()
+
+    # -- segments ------------------------------------------------------------
+
+    def encode_segments(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
+        """Ids of a caller-built segmented stream (numpy int32)."""
+        return self._encode_stream(data, segments)
+
+    def encode_chat(self, chat: RenderedChat) -> np.ndarray:
+        """Ids of a rendered chat (numpy int32): each segment tokenized on its own."""
+        if not isinstance(chat, RenderedChat):
+            raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
+        return self._encode_stream(chat.data, chat.segments)
+
+    def encode_segments_into(self, data: bytes, segments: Iterable[Segment], out: TokenBuffer) -> None:
+        """Append the stream's ids to `out`; on any error `out` is exactly as before."""
+        if not isinstance(out, TokenBuffer):
+            raise TypeError(f"out must be a TokenBuffer, not {type(out).__name__}")
+        ids = self._encode_stream(data, segments)
+        out._append(ids)
+
+    def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+        starts, ends, kinds = _segment_arrays(segments)
+        ids, fault = self._native.encode_segments(data, starts, ends, kinds)
+        if fault is None:
+            return ids
+        code, segment, offset = fault
+        if code == -1:
+            seg = data[starts[segment] : ends[segment]]
+            raise UnknownControlError(
+                f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
+                f"a concatenation of known atoms: no atom matches at byte {offset} "
+                f"({seg[offset - starts[segment]:][:24]!r})"
+            )
+        raise SegmentError(
+            _GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data))
+        )
+
+
+def _thread_count(num_threads: int | None) -> int:
+    if num_threads is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+    return num_threads
+
+
+def _ids_array(ids: Iterable[int]) -> np.ndarray:
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise TypeError("decode() takes a 1-D array of integer ids")
+        if ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
+            bad = int(np.flatnonzero((ids < 0) | (ids > 2**31 - 1))[0])
+            raise Qwen4ExpError(f"decode(): id {int(ids[bad])} at index {bad} is out of range")
+        return np.ascontiguousarray(ids, dtype=np.int32)
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("decode() takes a sequence of int ids, not a string")
+    ids = list(ids)
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"decode(): ids[{i}] is {type(t).__name__}, not int")
+        if not 0 <= t <= 2**31 - 1:
+            raise Qwen4ExpError(f"decode(): id {t} at index {i} is out of range")
+    return np.array(ids, dtype=np.int32)
+
+
+def _segment_arrays(segments: Iterable[Segment]):
+    """Convert segments to (starts, ends, kinds) arrays, rejecting ill-typed entries."""
+    if isinstance(segments, (str, bytes)):
+        raise TypeError("segments must be a sequence of Segment(start, end, kind)")
+    segments = tuple(segments)
+    m = len(segments)
+    starts = np.empty(m, dtype=np.int64)
+    ends = np.empty(m, dtype=np.int64)
+    kinds = np.empty(m, dtype=np.int8)
+    for i, seg in enumerate(segments):
+        try:
+            start, end, kind = seg
+        except (TypeError, ValueError):
+            raise SegmentError(f"segment {i} is not a (start, end, kind) triple: {seg!r}") from None
+        for name, v in (("start", start), ("end", end)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
+            if not -_INT64_MAX <= v <= _INT64_MAX:
+                raise SegmentError(f"segment {i}: {name} {v} is out of range")
+        if not isinstance(kind, Kind):
+            raise SegmentError(
+                f"segment {i} has an unknown kind {kind!r} (use qwen4exp.Kind.DATA or Kind.TRUSTED_CONTROL)"
+            )
+        starts[i], ends[i], kinds[i] = start, end, int(kind)
+    return starts, ends, kinds
