@@ -39,11 +39,18 @@ cdef enum:
 
 
 cdef struct Stream:
-    # One unit of batch work: input bytes in, ids out.
+    # One unit of batch work: input bytes (plain DATA text when m < 0, else a
+    # segmented stream of m segments) in, ids or a fault out.
     const uint8_t *data
     Py_ssize_t n
+    const int64_t *starts
+    const int64_t *ends
+    const int8_t *kinds
+    Py_ssize_t m
     IdVec ids
     int rc
+    GeoError geo
+    Py_ssize_t bad
 
 
 cdef class NativeTokenizer:
@@ -280,6 +287,7 @@ cdef class NativeTokenizer:
                 s = PyUnicode_AsUTF8AndSize(texts[k], &n)
                 streams[k].data = <const uint8_t *> s
                 streams[k].n = n
+                streams[k].m = -1
             self.run_streams(streams, count, num_threads)
             for k in range(count):
                 if streams[k].rc < 0:
@@ -328,10 +336,69 @@ cdef class NativeTokenizer:
         cdef Stream *streams = <Stream *> address
         cdef Worker *w = self.acquire()
         cdef Py_ssize_t k
+        cdef Stream *st
         with nogil:
             for k in range(lo, hi):
-                streams[k].rc = self.encode_data(w, streams[k].data, streams[k].n, &streams[k].ids)
+                st = &streams[k]
+                if st.m < 0:
+                    st.rc = self.encode_data(w, st.data, st.n, &st.ids)
+                else:
+                    st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
+                                               &st.ids, &st.geo, &st.bad)
+                if st.rc < 0:
+                    idvec_free(&st.ids)  # a failed stream returns no partial ids
         self.release(w)
+
+    def encode_streams(self, list items, int num_threads):
+        """Batch of segmented streams: items are (data, starts, ends, kinds) with
+        bytes and int64/int64/int8 contiguous arrays. Returns, per item, either
+        an int32 array or a fault tuple (code, segment, offset) as in
+        encode_segments. Raises MemoryError if any stream ran out of memory."""
+        cdef Py_ssize_t count = len(items), k
+        cdef Stream *streams
+        cdef const int64_t[::1] st_view
+        cdef const int64_t[::1] en_view
+        cdef const int8_t[::1] ki_view
+        cdef bytes data
+        cdef list results
+        if count == 0:
+            return []
+        streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
+        if streams == NULL:
+            raise MemoryError("out of memory preparing a batch")
+        memset(streams, 0, <size_t> count * sizeof(Stream))
+        try:
+            for k in range(count):
+                data, starts, ends, kinds = items[k]
+                st_view = starts
+                en_view = ends
+                ki_view = kinds
+                if en_view.shape[0] != st_view.shape[0] or ki_view.shape[0] != st_view.shape[0]:
+                    raise ValueError("starts, ends and kinds must have one entry per segment")
+                streams[k].data = <const uint8_t *> PyBytes_AS_STRING(data)
+                streams[k].n = PyBytes_GET_SIZE(data)
+                streams[k].m = st_view.shape[0]
+                if streams[k].m:
+                    streams[k].starts = &st_view[0]
+                    streams[k].ends = &en_view[0]
+                    streams[k].kinds = &ki_view[0]
+            # items keeps every buffer alive until we return
+            self.run_streams(streams, count, num_threads)
+            results = [None] * count
+            for k in range(count):
+                if streams[k].rc == RC_NO_MEMORY:
+                    raise MemoryError("out of memory while tokenizing a batch")
+                if streams[k].rc == RC_GEOMETRY:
+                    results[k] = (int(streams[k].geo.code), streams[k].geo.segment, streams[k].geo.offset)
+                elif streams[k].rc == RC_UNKNOWN_CONTROL:
+                    results[k] = (-1, streams[k].geo.segment, streams[k].geo.offset)
+                else:
+                    results[k] = idvec_to_array(&streams[k].ids)
+            return results
+        finally:
+            for k in range(count):
+                idvec_free(&streams[k].ids)
+            q4_free(streams)
 
     def decode_bytes(self, const int32_t[::1] ids):
         """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""

@@ -8,8 +8,11 @@ from .errors import (
     UnknownControlError,
 )
 from .segments import Kind, RenderedChat, Segment, SegmentBuilder
+from .tokenizer import TokenBuffer, Tokenizer
 
 __all__ = [
+    "Tokenizer",
+    "TokenBuffer",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",

@@ -264,6 +264,27 @@ class Tokenizer:
         ids = self._encode_stream(data, segments)
         out._append(ids)
 
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None) -> list[np.ndarray]:
+        """encode_chat() of each chat, in order, on `num_threads` native threads.
+
+        All-or-nothing: if any chat is malformed the first fault is raised
+        (naming the chat's index) and no result is returned.
+        """
+        items = []
+        for i, chat in enumerate(chats):
+            if not isinstance(chat, RenderedChat):
+                raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
+            items.append((chat.data, *_segment_arrays(chat.segments)))
+        results = self._native.encode_streams(items, _thread_count(num_threads))
+        for i, r in enumerate(results):
+            if isinstance(r, tuple):
+                data, starts, ends, _ = items[i]
+                try:
+                    _raise_fault(r, data, starts, ends)
+                except (SegmentError, UnknownControlError) as exc:
+                    raise type(exc)(f"chats[{i}]: {exc}") from None
+        return results
+
     def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
@@ -272,17 +293,20 @@ class Tokenizer:
         ids, fault = self._native.encode_segments(data, starts, ends, kinds)
         if fault is None:
             return ids
-        code, segment, offset = fault
-        if code == -1:
-            seg = data[starts[segment] : ends[segment]]
-            raise UnknownControlError(
-                f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
-                f"a concatenation of known atoms: no atom matches at byte {offset} "
-                f"({seg[offset - starts[segment]:][:24]!r})"
-            )
-        raise SegmentError(
-            _GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data))
+        _raise_fault(fault, data, starts, ends)
+
+
+def _raise_fault(fault, data: bytes, starts: np.ndarray, ends: np.ndarray):
+    """Turn a native fault tuple (code, segment, offset) into the SPEC's exception."""
+    code, segment, offset = fault
+    if code == -1:
+        seg = data[starts[segment] : ends[segment]]
+        raise UnknownControlError(
+            f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
+            f"a concatenation of known atoms: no atom matches at byte {offset} "
+            f"({seg[offset - starts[segment]:][:24]!r})"
         )
+    raise SegmentError(_GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data)))
 
 
 def _thread_count(num_threads: int | None) -> int:

@@ -1,0 +1,143 @@
+"""The Tokenizer's plain-text API: decode, atoms, loading, bad input."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qwen4exp
+from qwen4exp import Qwen4ExpError, TextEncodingError
+
+from conftest import TOKENIZER_JSON
+
+
+def test_atoms_table_matches_tokenizer_json(tok, hf_full):
+    ref = {t.content: i for i, t in hf_full.get_added_tokens_decoder().items()}
+    assert dict(tok.atoms) == ref
+    assert len(tok.atoms) == 26
+    assert tok.atoms["<|endoftext|>"] == 151643 and tok.atoms["</think>"] == 151668
+    with pytest.raises(TypeError):
+        tok.atoms["x"] = 1  # read-only mapping
+
+
+@pytest.mark.parametrize("atom", ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>",
+                                  "<|endoftext|>", "<|image_pad|>"])
+def test_plain_text_never_yields_atom_ids(tok, hf_plain, atom):
+    text = f"user says {atom} and {atom}{atom}"
+    ids = tok.encode(text)
+    assert ids == hf_plain.encode(text, add_special_tokens=False).ids
+    assert not set(ids) & set(tok.atoms.values())
+
+
+def test_decode_roundtrip_is_reference_nfc(tok, hf_nfc):
+    for text in ["e\u0301 cafe\u0301", "Hello, world!", "\u1100\u1161\u11a8", "한국어 텍스트", "a\u0308\u0301",
+                 "\U00011935\U00011930", "\u212b", "x" * 1000]:
+        assert tok.decode(tok.encode(text)) == hf_nfc(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_decode_roundtrip_hypothesis(tok, hf_nfc, text):
+    assert tok.decode(tok.encode(text)) == hf_nfc(text)
+
+
+def test_decode_matches_hf_on_split_utf8(tok, hf_full):
+    ids = tok.encode("€😀中é")
+    for cut in range(len(ids) + 1):
+        for part in (ids[:cut], ids[cut:], ids[::-1]):
+            assert tok.decode(part) == hf_full.decode(part, skip_special_tokens=False)
+    # single byte tokens of a 4-byte character, alone and shuffled
+    for seq in ([tok.encode("😀")[0]], tok.encode("😀")[:1] * 3):
+        assert tok.decode(seq) == hf_full.decode(seq, skip_special_tokens=False)
+
+
+def test_decode_atoms_spell_themselves(tok, hf_full):
+    ids = [151644] + tok.encode("user\nhi") + [151645]
+    assert tok.decode(ids) == "<|im_start|>user\nhi<|im_end|>"
+    assert tok.decode(ids) == hf_full.decode(ids, skip_special_tokens=False)
+    assert tok.decode(np.array(ids, dtype=np.int64)) == tok.decode(ids)
+
+
+@pytest.mark.parametrize("bad", [[-1], [151669], [2**31], [10, 2**40], [0, 151642, 999999]])
+def test_decode_out_of_range(tok, bad):
+    with pytest.raises(Qwen4ExpError, match="index"):
+        tok.decode(bad)
+
+
+def test_decode_rejects_non_ids(tok):
+    with pytest.raises(TypeError):
+        tok.decode("abc")
+    with pytest.raises(TypeError):
+        tok.decode([1.5])
+    with pytest.raises(TypeError):
+        tok.decode(np.zeros(3, dtype=np.float32))
+
+
+@pytest.mark.parametrize("text", ["\ud800", "ok \udfff", "a\ud83d"])
+def test_lone_surrogates(tok, text):
+    with pytest.raises(TextEncodingError, match="surrogate"):
+        tok.encode(text)
+    with pytest.raises(TextEncodingError, match=r"texts\[1\]"):
+        tok.encode_batch(["fine", text])
+
+
+@pytest.mark.parametrize("value", [b"bytes", 12, None, ["x"]])
+def test_non_str(tok, value):
+    with pytest.raises(TypeError):
+        tok.encode(value)
+
+
+def test_encode_batch_matches_encode(tok):
+    texts = ["alpha beta", "", "中文 text", "x" * 5000, "\n\n", "e\u0301"] * 20
+    expect = [tok.encode(t) for t in texts]
+    for threads in (1, 2, 3, 16):
+        assert tok.encode_batch(texts, num_threads=threads) == expect
+    assert tok.encode_batch([]) == []
+    with pytest.raises(ValueError):
+        tok.encode_batch(texts, num_threads=0)
+
+
+def test_count(tok):
+    for t in ["", "hello world", "中文" * 100]:
+        assert tok.count(t) == len(tok.encode(t))
+
+
+def test_from_file_and_directory(tmp_path, monkeypatch, tok):
+    monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "model"
+    d.mkdir()
+    shutil.copy(TOKENIZER_JSON, d / "tokenizer.json")
+    text = "from_file works: 中文 ünïcode 12345"
+    a = qwen4exp.Tokenizer.from_file(d)
+    assert a.encode(text) == tok.encode(text)
+    assert len(os.listdir(tmp_path / "cache")) == 1
+    b = qwen4exp.Tokenizer.from_file(d / "tokenizer.json")  # from the checksum-keyed cache
+    assert b.encode(text) == tok.encode(text)
+    assert dict(b.atoms) == dict(tok.atoms)
+
+
+def test_from_file_rejects_other_pipelines(tmp_path):
+    import json
+
+    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+        raw = json.load(f)
+    raw["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\w+"
+    p = tmp_path / "tokenizer.json"
+    p.write_text(json.dumps(raw))
+    with pytest.raises(Qwen4ExpError, match="Qwen pattern"):
+        qwen4exp.Tokenizer.from_file(p)
+    with pytest.raises(FileNotFoundError):
+        qwen4exp.Tokenizer.from_file(tmp_path / "missing")
+
+
+def test_cache_off_and_flush_give_same_ids():
+    text = "the cache must never change results: the the the 中文中文"
+    a = qwen4exp.Tokenizer(cache_size=0)
+    b = qwen4exp.Tokenizer(cache_size=4)
+    ref = a.encode(text)
+    assert b.encode(text) == ref
+    b.flush_cache()
+    assert b.encode(text) == ref
