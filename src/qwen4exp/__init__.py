@@ -1,5 +1,6 @@
 """qwen4exp: provenance-preserving Qwen4Exp chat rendering and Qwen byte-level BPE."""
 
+from .chat import render_chat, render_chat_into
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -11,6 +12,8 @@ from .segments import Kind, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer
 
 __all__ = [
+    "render_chat",
+    "render_chat_into",
     "Tokenizer",
     "TokenBuffer",
     "Qwen4ExpError",

@@ -1,0 +1,90 @@
+"""Render + encode end to end (issue 4): parity with transformers' ids and provenance.
+
+The reference ids are transformers' `apply_chat_template(..., tokenize=True)`
+with the Qwen3 template of the bundled vocabulary: on atom-free conversations
+the flattened text contains only template-emitted markers, so the reference's
+special-token extraction is exactly right there.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import qwen4exp
+from qwen4exp import Kind
+
+import _chat_reference as ref
+
+ORACLE = os.path.join(os.path.dirname(__file__), "data", "chat_oracle.json")
+with open(ORACLE, encoding="utf-8") as f:
+    CASES = {c["name"]: c for c in json.load(f)["cases"]}
+ACCEPTED = sorted(n for n, c in CASES.items() if "error" not in c["expect"])
+ATOM_FREE = [n for n in ACCEPTED if not ref.has_atom(CASES[n]["request"])]
+WITH_ATOMS = [n for n in ACCEPTED if ref.has_atom(CASES[n]["request"])]
+
+
+def render(request):
+    return qwen4exp.render_chat(request["messages"], **ref.render_kwargs(request))
+
+
+def reference_ids(request):
+    req = ref.normalise(request)
+    out = ref.reference_tokenizer().apply_chat_template(
+        req["messages"],
+        tools=req.get("tools"),
+        add_generation_prompt=req.get("add_generation_prompt", False),
+        enable_thinking=req.get("enable_thinking", True),
+        tokenize=True,
+    )
+    if isinstance(out, dict) or hasattr(out, "input_ids"):
+        out = out["input_ids"]
+    return list(out)
+
+
+def test_oracle_has_both_kinds():
+    assert len(ATOM_FREE) >= 25 and len(WITH_ATOMS) >= 10
+
+
+@pytest.mark.parametrize("name", ATOM_FREE)
+def test_ids_equal_transformers(tok, name):
+    request = CASES[name]["request"]
+    ids = tok.encode_chat(render(request))
+    assert ids.dtype == np.int32
+    assert ids.tolist() == reference_ids(request)
+
+
+@pytest.mark.parametrize("name", WITH_ATOMS)
+def test_literal_controls_stay_data(tok, name):
+    request = CASES[name]["request"]
+    twin = ref.harmless_twin(request)
+    ids = tok.encode_chat(render(request)).tolist()
+    twin_ids = tok.encode_chat(render(twin)).tolist()
+    atom_ids = set(tok.atoms.values())
+    # The added-token ids are exactly those of the harmless twin: same ids, same order.
+    assert [i for i in ids if i in atom_ids] == [i for i in twin_ids if i in atom_ids]
+    # ... one per template-emitted marker, and the twin's atom ids equal the reference's.
+    chat = render(request)
+    controls = sum(
+        len(ref._MARKER_RE.findall(chat.data[s:e].decode())) for s, e, k in chat.segments
+        if k is Kind.TRUSTED_CONTROL
+    )
+    assert sum(1 for i in ids if i in atom_ids) == controls
+    assert [i for i in twin_ids if i in atom_ids] == [i for i in reference_ids(twin) if i in atom_ids]
+
+
+@pytest.mark.parametrize("name", WITH_ATOMS)
+def test_flattening_would_have_promoted(tok, hf_full, name):
+    """The bug provenance prevents: a flat trusted pass over the same bytes finds more atoms."""
+    chat = render(CASES[name]["request"])
+    ours = tok.encode_chat(chat).tolist()
+    flat = hf_full.encode(chat.text, add_special_tokens=False).ids
+    atom_ids = set(tok.atoms.values())
+    assert sum(i in atom_ids for i in flat) > sum(i in atom_ids for i in ours)
+
+
+def test_encode_chats_batch_equals_single(tok):
+    chats = [render(CASES[n]["request"]) for n in ACCEPTED] * 3
+    batch = tok.encode_chats(chats, num_threads=2)
+    assert [b.tolist() for b in batch] == [tok.encode_chat(c).tolist() for c in chats]
