@@ -8,6 +8,9 @@ is taken from the pool under the GIL and given back after, so threads that
 share one tokenizer never share mutable state.
 """
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.long cimport PyLong_FromLong
+from cpython.ref cimport Py_INCREF
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
@@ -63,7 +66,6 @@ cdef class NativeTokenizer:
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
-    cdef object _pool_lock     # held only around pool push/pop (threads without the GIL never touch it)
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -105,7 +107,6 @@ cdef class NativeTokenizer:
         self.pool = <Worker **> q4_malloc(POOL_MAX * sizeof(Worker *))
         if self.pool == NULL:
             raise MemoryError("could not allocate the worker pool")
-        self._pool_lock = threading.Lock()
 
     def __dealloc__(self):
         cdef Py_ssize_t k
@@ -117,16 +118,15 @@ cdef class NativeTokenizer:
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
 
-    # -- worker pool (GIL held) ------------------------------------------------
+    # -- worker pool ------------------------------------------------------------
+    # Only ever touched with the GIL held and without calling back into Python
+    # in between, so pushes and pops are atomic for Python threads.
 
     cdef Worker *acquire(self) except NULL:
-        cdef Worker *w = NULL
-        with self._pool_lock:
-            if self.pool_len > 0:
-                self.pool_len -= 1
-                w = self.pool[self.pool_len]
-        if w != NULL:
-            return w
+        cdef Worker *w
+        if self.pool_len > 0:
+            self.pool_len -= 1
+            return self.pool[self.pool_len]
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             raise MemoryError("could not allocate a tokenizer worker")
@@ -136,22 +136,18 @@ cdef class NativeTokenizer:
         return w
 
     cdef void release(self, Worker *w) noexcept:
-        cdef bint kept = False
-        with self._pool_lock:
-            if self.pool_len < POOL_MAX:
-                self.pool[self.pool_len] = w
-                self.pool_len += 1
-                kept = True
-        if not kept:
+        if self.pool_len < POOL_MAX:
+            self.pool[self.pool_len] = w
+            self.pool_len += 1
+        else:
             worker_free(w)
             q4_free(w)
 
     def flush_cache(self):
         """Empty the cache of every idle worker."""
         cdef Py_ssize_t k
-        with self._pool_lock:
-            for k in range(self.pool_len):
-                worker_flush(self.pool[k])
+        for k in range(self.pool_len):
+            worker_flush(self.pool[k])
 
     # -- the nogil loops ---------------------------------------------------------
 
@@ -445,10 +441,13 @@ cdef class NativeTokenizer:
 
 
 cdef list idvec_to_list(IdVec *v):
-    cdef list out = [None] * v.len
+    cdef list out = PyList_New(v.len)
     cdef Py_ssize_t k
+    cdef object item
     for k in range(v.len):
-        out[k] = v.data[k]
+        item = PyLong_FromLong(v.data[k])
+        Py_INCREF(item)  # PyList_SET_ITEM steals the reference `item` holds
+        PyList_SET_ITEM(out, k, item)
     return out
 
 
