@@ -10,7 +10,8 @@ share one tokenizer never share mutable state.
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromLong
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
@@ -66,6 +67,7 @@ cdef class NativeTokenizer:
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
+    cdef tuple _id_objects     # one shared int object per id, for building lists
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -96,6 +98,7 @@ cdef class NativeTokenizer:
             if byte_ids[i] < 0:
                 raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
         self._keep = (tb, to)
+        self._id_objects = tuple(range(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0)))
         self.token_bytes = &tb[0]
         self.token_offsets = &to[0]
         with nogil:
@@ -213,7 +216,7 @@ cdef class NativeTokenizer:
         try:
             if rc < 0:
                 raise MemoryError("out of memory while tokenizing")
-            return idvec_to_list(&out)
+            return idvec_to_list(&out, self._id_objects)
         finally:
             idvec_free(&out)
 
@@ -290,7 +293,7 @@ cdef class NativeTokenizer:
                     raise MemoryError("out of memory while tokenizing a batch")
             results = [None] * count
             for k in range(count):
-                results[k] = idvec_to_list(&streams[k].ids)
+                results[k] = idvec_to_list(&streams[k].ids, self._id_objects)
             return results
         finally:
             for k in range(count):
@@ -440,14 +443,21 @@ cdef class NativeTokenizer:
         return -1
 
 
-cdef list idvec_to_list(IdVec *v):
+cdef list idvec_to_list(IdVec *v, tuple id_objects):
+    """Python list of the ids, sharing one int object per id (no allocation per item)."""
     cdef list out = PyList_New(v.len)
-    cdef Py_ssize_t k
-    cdef object item
+    cdef Py_ssize_t k, limit = len(id_objects)
+    cdef PyObject *item
+    cdef object fresh
     for k in range(v.len):
-        item = PyLong_FromLong(v.data[k])
-        Py_INCREF(item)  # PyList_SET_ITEM steals the reference `item` holds
-        PyList_SET_ITEM(out, k, item)
+        if 0 <= v.data[k] < limit:
+            item = PyTuple_GET_ITEM(id_objects, v.data[k])
+            Py_INCREF(<object> item)
+        else:
+            fresh = PyLong_FromLong(v.data[k])
+            Py_INCREF(fresh)
+            item = <PyObject *> fresh
+        PyList_SET_ITEM(out, k, <object> item)  # steals the reference taken above
     return out
 
 
