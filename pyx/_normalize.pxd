@@ -1,0 +1,9 @@
+# NFC exactly as tokenizers 0.22.1's NFC normalizer (its older Unicode tables).
+
+# True only if valid UTF-8 s is certainly NFC already (quick check: every code
+# point QC=Yes and combining classes non-decreasing among non-starters).
+cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil
+
+# NFC of valid UTF-8 s into a q4_malloc'ed *out (the caller q4_frees it);
+# returns its length, or -1 when an allocation failed (*out untouched, nothing leaked).
+cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **out) noexcept nogil

@@ -1,0 +1,367 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""NFC exactly as tokenizers 0.22.1's NFC normalizer, on UTF-8, in linear time.
+
+The reference's tables (unicode-normalization-alignments, Unicode 9 era) are
+probed into unicode_tables.h by tools/gen_unicode_tables.py.
+
+The text is cut into segments, each starting at a QC=Yes starter: nothing
+before such a character can reorder or compose with anything from it on, so
+segments normalize independently. A segment that passes the quick check is
+copied as bytes; any other one is decomposed, canonically ordered (a stable
+counting sort for long runs of marks) and recomposed.
+"""
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+from cpython.pyport cimport PY_SSIZE_T_MAX
+
+from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
+from qwen4exp._unicode cimport q4_cclass
+
+cdef extern from "unicode_tables.h" nogil:
+    ctypedef struct q4_nf_rec:
+        uint8_t ccc
+        uint8_t flags
+        uint16_t decomp
+        uint16_t comp
+    enum:
+        Q4_NF_QC_MASK
+        Q4_NF_SECOND
+    const q4_nf_rec *q4_nf_rec_of(uint32_t cp)
+    unsigned q4_nf_decompose(uint32_t cp, const q4_nf_rec *rec, uint32_t *out)
+    uint32_t q4_nf_compose(uint32_t a, uint32_t b)
+
+# Work buffer entries pack a code point with what ordering and composition
+# need, so those never look it up again: bits 0-20 the code point, bit 21 "may
+# combine with a preceding starter", bits 24-31 its combining class.
+cdef enum:
+    CP_MASK = 0x1FFFFF
+    SECOND_BIT = 0x200000
+    CCC_SHIFT = 24
+    # Runs of marks up to this length are insertion-sorted; longer ones counting-sorted.
+    SHORT_RUN = 32
+
+
+cdef inline Py_ssize_t _skip_below_0300(const unsigned char *s, Py_ssize_t i,
+                                        Py_ssize_t n) noexcept nogil:
+    """First index >= i holding a byte >= 0xCC, or n.
+
+    Every byte of a code point below U+0300 is < 0xCC and every lead byte of one
+    from U+0300 on is >= 0xCC, and all code points below U+0300 are QC=Yes
+    starters: such bytes need no look-up.
+    """
+    cdef uint64_t w
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        # Per byte b: b >= 0xCC iff its high bit is set and (b & 0x7F) + 0x34
+        # carries into bit 7 (no carry crosses bytes: 0x7F + 0x34 < 0x100).
+        if ((w & 0x7F7F7F7F7F7F7F7FULL) + 0x3434343434343434ULL) & w & 0x8080808080808080ULL:
+            break
+        i += 8
+    while i < n and s[i] < 0xCC:
+        i += 1
+    return i
+
+
+cdef inline uint32_t _decode(const unsigned char *s, Py_ssize_t *pos) noexcept nogil:
+    """The code point at s[pos[0]] (valid UTF-8); advances pos[0] past it."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint32_t b = s[i]
+    if b < 0x80:
+        pos[0] = i + 1
+        return b
+    if b < 0xE0:
+        pos[0] = i + 2
+        return ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+    if b < 0xF0:
+        pos[0] = i + 3
+        return ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+    pos[0] = i + 4
+    return (((b & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12)
+            | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F))
+
+
+cdef inline unsigned char *_encode(unsigned char *o, uint32_t cp) noexcept nogil:
+    if cp < 0x80:
+        o[0] = <unsigned char>cp
+        return o + 1
+    if cp < 0x800:
+        o[0] = <unsigned char>(0xC0 | (cp >> 6))
+        o[1] = <unsigned char>(0x80 | (cp & 0x3F))
+        return o + 2
+    if cp < 0x10000:
+        o[0] = <unsigned char>(0xE0 | (cp >> 12))
+        o[1] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+        o[2] = <unsigned char>(0x80 | (cp & 0x3F))
+        return o + 3
+    o[0] = <unsigned char>(0xF0 | (cp >> 18))
+    o[1] = <unsigned char>(0x80 | ((cp >> 12) & 0x3F))
+    o[2] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+    o[3] = <unsigned char>(0x80 | (cp & 0x3F))
+    return o + 4
+
+
+cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0, j
+    cdef uint32_t cp
+    cdef uint8_t last_ccc = 0
+    cdef const q4_nf_rec *rec
+    while True:
+        j = _skip_below_0300(s, i, n)
+        if j != i:
+            last_ccc = 0
+            i = j
+        if i >= n:
+            return True
+        cp = _decode(s, &i)
+        rec = q4_nf_rec_of(cp)
+        if rec.flags & Q4_NF_QC_MASK:
+            return False
+        if rec.ccc != 0 and last_ccc > rec.ccc:
+            return False
+        last_ccc = rec.ccc
+
+
+# ------------------------------------------------------------------ utf8_nfc
+
+cdef struct _Work:
+    unsigned char *out
+    Py_ssize_t out_len
+    Py_ssize_t out_cap
+    uint32_t *cps        # one segment, decomposed (packed entries)
+    Py_ssize_t cps_cap
+    uint32_t *tmp        # scratch for counting sorts
+    Py_ssize_t tmp_cap
+
+
+cdef bint _grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t item) noexcept nogil:
+    """Make *buf hold at least need items of item bytes (geometric growth)."""
+    cdef Py_ssize_t new_cap
+    cdef void *p
+    if need <= cap[0]:
+        return True
+    if need > PY_SSIZE_T_MAX // (2 * item):
+        return False
+    new_cap = cap[0] * 2
+    if new_cap < need:
+        new_cap = need
+    p = q4_realloc(buf[0], <size_t>(new_cap * item))
+    if p == NULL:
+        return False
+    buf[0] = p
+    cap[0] = new_cap
+    return True
+
+
+cdef inline bint _append(_Work *w, const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    if n <= 0:
+        return True
+    if not _grow(<void **>&w.out, &w.out_cap, w.out_len + n, 1):
+        return False
+    memcpy(w.out + w.out_len, s, <size_t>n)
+    w.out_len += n
+    return True
+
+
+cdef inline void _insertion_sort(uint32_t *a, Py_ssize_t n) noexcept nogil:
+    """Stable sort by combining class (the top byte)."""
+    cdef Py_ssize_t i, j
+    cdef uint32_t v
+    for i in range(1, n):
+        v = a[i]
+        j = i
+        while j > 0 and (a[j - 1] >> CCC_SHIFT) > (v >> CCC_SHIFT):
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
+
+
+cdef inline void _counting_sort(uint32_t *a, Py_ssize_t n, uint32_t *tmp) noexcept nogil:
+    """Stable sort by combining class in O(n + 256); tmp holds n entries."""
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t i, total = 0, c
+    memset(count, 0, sizeof(count))
+    for i in range(n):
+        count[a[i] >> CCC_SHIFT] += 1
+    for i in range(256):
+        c = count[i]
+        count[i] = total
+        total += c
+    for i in range(n):
+        c = a[i] >> CCC_SHIFT
+        tmp[count[c]] = a[i]
+        count[c] += 1
+    memcpy(a, tmp, <size_t>n * sizeof(uint32_t))
+
+
+cdef inline uint32_t _pack(uint32_t cp, const q4_nf_rec *rec) noexcept nogil:
+    return cp | ((<uint32_t>rec.ccc) << CCC_SHIFT) | (SECOND_BIT if rec.flags & Q4_NF_SECOND else 0)
+
+
+cdef bint _normalize_segment(_Work *w, const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Append the NFC of UTF-8 s[0:n] to w.out."""
+    cdef Py_ssize_t i = 0, count = 0, run, j, k, starter
+    cdef uint32_t cp, v, cc, composite
+    cdef uint32_t parts[4]
+    cdef unsigned nparts, t
+    cdef int last_cc
+    cdef const q4_nf_rec *rec
+    cdef unsigned char *o
+    cdef uint32_t *cps
+
+    # Decompose (at most 3 code points per 2 input bytes: checked by the generator).
+    if not _grow(<void **>&w.cps, &w.cps_cap, n + n // 2 + 1, sizeof(uint32_t)):
+        return False
+    cps = w.cps
+    while i < n:
+        cp = _decode(s, &i)
+        rec = q4_nf_rec_of(cp)
+        nparts = q4_nf_decompose(cp, rec, parts)
+        if nparts == 1 and parts[0] == cp:
+            cps[count] = _pack(cp, rec)
+            count += 1
+        else:
+            for t in range(nparts):
+                cps[count] = _pack(parts[t], q4_nf_rec_of(parts[t]))
+                count += 1
+
+    # Canonical ordering: stable sort of each maximal run of non-starters.
+    j = 0
+    while j < count:
+        if (cps[j] >> CCC_SHIFT) == 0:
+            j += 1
+            continue
+        k = j + 1
+        while k < count and (cps[k] >> CCC_SHIFT) != 0:
+            k += 1
+        run = k - j
+        if run <= SHORT_RUN:
+            _insertion_sort(cps + j, run)
+        else:
+            if not _grow(<void **>&w.tmp, &w.tmp_cap, run, sizeof(uint32_t)):
+                return False
+            _counting_sort(cps + j, run, w.tmp)
+        j = k
+
+    # Canonical composition, in place: a character combines with the last
+    # starter unless something between them has a class >= its own (or is a
+    # starter). last_cc is -1 while nothing stands between them.
+    k = 0
+    starter = -1
+    last_cc = -1
+    for j in range(count):
+        v = cps[j]
+        cc = v >> CCC_SHIFT
+        if starter >= 0 and (v & SECOND_BIT) and (last_cc < 0 or <uint32_t>last_cc < cc):
+            composite = q4_nf_compose(cps[starter] & CP_MASK, v & CP_MASK)
+            if composite:
+                cps[starter] = composite
+                continue
+        if cc == 0:
+            starter = k
+            last_cc = -1
+        else:
+            last_cc = <int>cc
+        cps[k] = v
+        k += 1
+
+    if not _grow(<void **>&w.out, &w.out_cap, w.out_len + 4 * k, 1):
+        return False
+    o = w.out + w.out_len
+    for j in range(k):
+        o = _encode(o, cps[j] & CP_MASK)
+    w.out_len = o - w.out
+    return True
+
+
+cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **out) noexcept nogil:
+    cdef _Work w
+    cdef Py_ssize_t i = 0, j, start
+    cdef Py_ssize_t emitted = 0   # input before this is already in w.out
+    cdef Py_ssize_t seg = 0       # start of the current segment
+    cdef bint clean = True        # the current segment passes the quick check so far
+    cdef uint8_t last_ccc = 0
+    cdef uint32_t cp
+    cdef const q4_nf_rec *rec
+    cdef bint ok = True
+
+    memset(&w, 0, sizeof(w))
+    w.out_cap = n + 16
+    w.out = <unsigned char *>q4_malloc(<size_t>w.out_cap)
+    if w.out == NULL:
+        return -1
+    while ok:
+        j = _skip_below_0300(s, i, n)
+        if j != i:
+            # s[i:j] is all QC=Yes starters: the current segment ends at i,
+            # and the last of them starts the next one.
+            if not clean:
+                ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, i - seg)
+                emitted = i
+            seg = j - 1 if s[j - 1] < 0x80 else j - 2
+            clean = True
+            last_ccc = 0
+            i = j
+        if i >= n or not ok:
+            break
+        start = i
+        cp = _decode(s, &i)
+        rec = q4_nf_rec_of(cp)
+        if (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0:
+            if not clean:
+                ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, start - seg)
+                emitted = start
+            seg = start
+            clean = True
+            last_ccc = 0
+        else:
+            if (rec.flags & Q4_NF_QC_MASK) or (rec.ccc != 0 and last_ccc > rec.ccc):
+                clean = False
+            last_ccc = rec.ccc
+    if ok and not clean:
+        ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, n - seg)
+        emitted = n
+    if ok:
+        ok = _append(&w, s + emitted, n - emitted)
+    q4_free(w.cps)
+    q4_free(w.tmp)
+    if not ok:
+        q4_free(w.out)
+        return -1
+    out[0] = w.out
+    return w.out_len
+
+
+# ------------------------------------------------------------------ test hooks
+
+def nfc(str s):
+    """NFC of s via the native code (test hook)."""
+    cdef bytes b = s.encode("utf-8")
+    cdef const unsigned char *p = b
+    cdef Py_ssize_t n = len(b), m
+    cdef unsigned char *out = NULL
+    with nogil:
+        m = utf8_nfc(p, n, &out)
+    if m < 0:
+        raise MemoryError("utf8_nfc: allocation failed")
+    try:
+        return (<char *>out)[:m].decode("utf-8")
+    finally:
+        q4_free(out)
+
+
+def is_nfc(str s):
+    """utf8_is_nfc of s (test hook): True only if s is certainly NFC."""
+    cdef bytes b = s.encode("utf-8")
+    cdef const unsigned char *p = b
+    cdef Py_ssize_t n = len(b)
+    cdef bint r
+    with nogil:
+        r = utf8_is_nfc(p, n)
+    return r
+
+
+def char_class(int cp):
+    """q4_cclass(cp) bits (test hook): 1 L, 2 N, 4 WS, 8 CRLF."""
+    if cp < 0 or cp > 0x10FFFF:
+        raise ValueError("code point out of range")
+    return q4_cclass(<uint32_t>cp)
