@@ -94,7 +94,9 @@ class SegmentBuilder:
     __slots__ = ("_parts", "_kinds")
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
+        # One list of chunks per same-kind run, joined once in build(): appending
+        # stays linear however many small pieces a caller adds.
+        self._parts: list[list[bytes]] = []
         self._kinds: list[Kind] = []
 
     def text(self, text: str) -> "SegmentBuilder":
@@ -115,17 +117,20 @@ class SegmentBuilder:
         if not data:
             return
         if self._kinds and self._kinds[-1] is kind:
-            self._parts[-1] += data
+            self._parts[-1].append(data)
         else:
-            self._parts.append(data)
+            self._parts.append([data])
             self._kinds.append(kind)
 
     def build(self) -> RenderedChat:
         segments = []
+        runs = []
         pos = 0
-        for part, kind in zip(self._parts, self._kinds):
-            segments.append(Segment(pos, pos + len(part), kind))
-            pos += len(part)
+        for chunks, kind in zip(self._parts, self._kinds):
+            run = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            runs.append(run)
+            segments.append(Segment(pos, pos + len(run), kind))
+            pos += len(run)
         chat = RenderedChat()
-        chat._commit(b"".join(self._parts), tuple(segments))
+        chat._commit(b"".join(runs), tuple(segments))
         return chat

@@ -1,0 +1,140 @@
+"""Conversations per second: qwen4exp.render_chat vs transformers' apply_chat_template.
+
+    PYTHONPATH=src python -m pytest bench/bench_render.py --benchmark-only -s
+
+Both render the same atom-free corpus of 200 conversations (so their text is
+identical, checked once up front) with the Qwen3 template from the bundled
+vocab/; the benchmarks print conversations/s and the throughput ratios, also
+against the compiled Jinja template alone (no apply_chat_template overhead).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest
+
+from qwen4exp.chat import render_chat
+
+VOCAB = Path(__file__).resolve().parents[1] / "vocab"
+N_CONVERSATIONS = 200
+_results: dict[str, float] = {}
+
+WORDS = (
+    "the model renders each message with its role and content while tools return json "
+    "résumé naïve café 中文 測試 привет мир مرحبا 😀 data control segment stream byte "
+    "weather paris rome tokyo temperature forecast search query result answer"
+).split()
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": f"tool_{k}", "description": " ".join(WORDS[k:k + 12]),
+        "parameters": {"type": "object",
+                       "properties": {"city": {"type": "string", "description": "City name"},
+                                      "days": {"type": "integer"}},
+                       "required": ["city"]}}}
+    for k in range(3)
+]
+
+
+def _text(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def _conversation(rng: random.Random):
+    msgs = []
+    if rng.random() < 0.7:
+        msgs.append({"role": "system", "content": _text(rng, 5, 40)})
+    use_tools = rng.random() < 0.5
+    for _ in range(rng.choice([1, 2, 3, 5, 10])):
+        msgs.append({"role": "user", "content": _text(rng, 5, 80)})
+        if use_tools and rng.random() < 0.5:
+            calls = [{"type": "function", "function": {
+                "name": f"tool_{rng.randrange(3)}",
+                "arguments": {"city": rng.choice(WORDS), "days": rng.randint(1, 9)}}}
+                for _ in range(rng.randint(1, 3))]
+            msgs.append({"role": "assistant", "content": "", "reasoning_content": _text(rng, 5, 30),
+                         "tool_calls": calls})
+            for _ in calls:
+                msgs.append({"role": "tool", "content": '{"result": "%s"}' % _text(rng, 3, 30)})
+        msgs.append({"role": "assistant", "content": _text(rng, 5, 120),
+                     "reasoning_content": _text(rng, 0, 40)})
+    opts = {"tools": TOOLS if use_tools else None,
+            "add_generation_prompt": rng.random() < 0.3,
+            "enable_thinking": rng.random() < 0.5}
+    return msgs, opts
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = random.Random(20261129)
+    return [_conversation(rng) for _ in range(N_CONVERSATIONS)]
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer(corpus):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(VOCAB))
+    for msgs, opts in corpus:  # same work on both sides
+        assert render_chat(msgs, **opts).text == tok.apply_chat_template(msgs, tokenize=False, **opts)
+    return tok
+
+
+OURS = "qwen4exp.render_chat"
+PEERS = ("transformers.apply_chat_template", "jinja2 compiled Qwen3 template (render only)")
+
+
+def _report(benchmark, name: str, capsys) -> None:
+    # median: the 2-core CI boxes are noisy, and the mean follows the noise
+    per_sec = N_CONVERSATIONS / benchmark.stats.stats.median
+    _results[name] = per_sec
+    with capsys.disabled():
+        print(f"\n{name}: {per_sec:,.0f} conversations/s (median round)")
+        for peer in PEERS:
+            if OURS in _results and peer in _results and name in (OURS, peer):
+                print(f"render_chat / {peer}: {_results[OURS] / _results[peer]:.2f}x")
+
+
+def test_bench_render_chat(benchmark, corpus, hf_tokenizer, capsys):
+    benchmark.group = "chat render"
+
+    def run():
+        for msgs, opts in corpus:
+            render_chat(msgs, **opts)
+
+    benchmark(run)
+    _report(benchmark, OURS, capsys)
+
+
+def test_bench_apply_chat_template(benchmark, corpus, hf_tokenizer, capsys):
+    benchmark.group = "chat render"
+
+    def run():
+        for msgs, opts in corpus:
+            hf_tokenizer.apply_chat_template(msgs, tokenize=False, **opts)
+
+    benchmark(run)
+    _report(benchmark, PEERS[0], capsys)
+
+
+def test_bench_jinja_render_only(benchmark, corpus, hf_tokenizer, capsys):
+    """The template alone, as transformers compiles it, without apply_chat_template's overhead."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    template = _compile_jinja_template(hf_tokenizer.chat_template)
+    benchmark.group = "chat render"
+
+    def run():
+        for msgs, opts in corpus:
+            template.render(messages=msgs, **opts)
+
+    assert template.render(messages=corpus[0][0], **corpus[0][1]) == render_chat(
+        corpus[0][0], **corpus[0][1]).text
+    benchmark(run)
+    _report(benchmark, PEERS[1], capsys)
