@@ -9,16 +9,18 @@ cdef enum:
     SHORT_PIECE = 96        # below this length the array method beats the heap
 
 
-cdef struct MergeSlot:
-    uint64_t key            # (left << 32) | right; EMPTY_KEY when free
-    int32_t rank
-    int32_t new_id
+cdef enum:
+    ID_BITS = 20            # ids and ranks must be < 2**20 (Qwen: 151,669 ids)
 
 
 cdef struct BpeModel:
-    MergeSlot *slots
-    uint64_t mask           # slots - 1 (power of two)
-    int shift               # 64 - log2(slots)
+    # Open-addressing table of 8-byte slots, (left << 40 | right << 20 | rank),
+    # all ones when free: small enough to stay in cache where 16-byte slots
+    # would not. The new id of a merge is merge_new[rank].
+    uint64_t *slots
+    uint64_t mask           # number of slots - 1 (power of two)
+    int shift               # 64 - log2(number of slots)
+    int32_t *merge_new      # rank -> id of the merged token
     int32_t byte_ids[256]   # id of each single-byte token
 
 

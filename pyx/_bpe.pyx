@@ -11,62 +11,72 @@ from libc.string cimport memcpy, memcmp, memmove, memset
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
 from qwen4exp._idvec cimport IdVec, idvec_reserve
 
-cdef uint64_t EMPTY_KEY = 0xFFFFFFFFFFFFFFFFULL
+cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
+cdef uint64_t FIELD = (1ULL << ID_BITS) - 1
 
 
 cdef inline uint64_t pair_key(int32_t a, int32_t b) noexcept nogil:
-    return (<uint64_t> <uint32_t> a << 32) | <uint32_t> b
+    return (<uint64_t> a << ID_BITS) | <uint64_t> b
 
 
-cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b, int32_t *new_id) noexcept nogil:
+cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept nogil:
     """Rank of merging (a, b), INT32_MAX if there is no such merge."""
     cdef uint64_t key = pair_key(a, b)
     cdef uint64_t i = (key * GOLDEN) >> m.shift
-    cdef const MergeSlot *s
+    cdef uint64_t slot
     while True:
-        s = &m.slots[i]
-        if s.key == key:
-            new_id[0] = s.new_id
-            return s.rank
-        if s.key == EMPTY_KEY:
+        slot = m.slots[i]
+        if (slot >> ID_BITS) == key:
+            return <int32_t> (slot & FIELD)
+        if slot == EMPTY_SLOT:
             return INT32_MAX
         i = (i + 1) & m.mask
 
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil:
-    """Build the merge table; -1 if allocation fails (m is then empty)."""
+    """Build the merge table: 0, -1 if allocation fails, -2 if an id or the
+    number of merges does not fit ID_BITS (m is then empty)."""
     cdef uint64_t size = 1024
     cdef int bits = 10
     cdef Py_ssize_t r
     cdef uint64_t key, i
-    while size < <uint64_t> n_merges * 2:
+    memset(m, 0, sizeof(BpeModel))
+    if n_merges >= <Py_ssize_t> FIELD:
+        return -2
+    for r in range(3 * n_merges):
+        if merges[r] < 0 or merges[r] >= <int32_t> FIELD:
+            return -2
+    while size * 6 < <uint64_t> n_merges * 10:  # load factor <= 0.6
         size <<= 1
         bits += 1
-    m.slots = <MergeSlot *> q4_malloc(size * sizeof(MergeSlot))
-    if m.slots == NULL:
+    m.slots = <uint64_t *> q4_malloc(size * sizeof(uint64_t))
+    m.merge_new = <int32_t *> q4_malloc(<size_t> (n_merges + 1) * sizeof(int32_t))
+    if m.slots == NULL or m.merge_new == NULL:
+        bpe_model_free(m)
         return -1
-    memset(m.slots, 0xFF, size * sizeof(MergeSlot))
+    memset(m.slots, 0xFF, size * sizeof(uint64_t))
     m.mask = size - 1
     m.shift = 64 - bits
     memcpy(m.byte_ids, byte_ids, 256 * sizeof(int32_t))
     for r in range(n_merges):
+        m.merge_new[r] = merges[3 * r + 2]
         key = pair_key(merges[3 * r], merges[3 * r + 1])
         i = (key * GOLDEN) >> m.shift
-        while m.slots[i].key != EMPTY_KEY and m.slots[i].key != key:
+        while m.slots[i] != EMPTY_SLOT and (m.slots[i] >> ID_BITS) != key:
             i = (i + 1) & m.mask
-        if m.slots[i].key == key:
+        if m.slots[i] != EMPTY_SLOT:
             continue  # a repeated merge keeps its first (lowest) rank, as HF does
-        m.slots[i].key = key
-        m.slots[i].rank = <int32_t> r
-        m.slots[i].new_id = merges[3 * r + 2]
+        m.slots[i] = (key << ID_BITS) | <uint64_t> r
     return 0
 
 
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
+    q4_free(m.merge_new)
     m.slots = NULL
+    m.merge_new = NULL
 
 
 cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
@@ -147,9 +157,9 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
 cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_ssize_t k) noexcept nogil:
     """Array method for short pieces: returns the number of symbols left in sym."""
     cdef Py_ssize_t j, best
-    cdef int32_t best_rank, new_id, tmp
+    cdef int32_t best_rank
     for j in range(k - 1):
-        rank[j] = merge_rank(m, sym[j], sym[j + 1], &tmp)
+        rank[j] = merge_rank(m, sym[j], sym[j + 1])
     while k > 1:
         best = -1
         best_rank = INT32_MAX
@@ -159,15 +169,14 @@ cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_s
                 best = j
         if best < 0:
             break
-        merge_rank(m, sym[best], sym[best + 1], &new_id)
-        sym[best] = new_id
+        sym[best] = m.merge_new[best_rank]
         memmove(&sym[best + 1], &sym[best + 2], <size_t> (k - best - 2) * sizeof(int32_t))
         memmove(&rank[best], &rank[best + 1], <size_t> (k - best - 2) * sizeof(int32_t))
         k -= 1
         if best > 0:
-            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best], &tmp)
+            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best])
         if best < k - 1:
-            rank[best] = merge_rank(m, sym[best], sym[best + 1], &tmp)
+            rank[best] = merge_rank(m, sym[best], sym[best + 1])
     return k
 
 
@@ -215,13 +224,13 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     cdef int32_t *nxt = w.nxt
     cdef uint64_t *heap = w.heap
     cdef Py_ssize_t size = 0, j
-    cdef int32_t r, new_id, tmp, pos, right
+    cdef int32_t r, new_id, pos, right
     cdef uint64_t top
     for j in range(k):
         prv[j] = <int32_t> (j - 1)
         nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
     for j in range(k - 1):
-        r = merge_rank(m, sym[j], sym[j + 1], &tmp)
+        r = merge_rank(m, sym[j], sym[j + 1])
         if r != INT32_MAX:
             heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> j)
     while size > 0:
@@ -231,19 +240,20 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
         right = nxt[pos]
         if sym[pos] < 0 or right < 0:
             continue
-        if merge_rank(m, sym[pos], sym[right], &new_id) != r:
+        if merge_rank(m, sym[pos], sym[right]) != r:
             continue  # stale: this pair changed since the entry was pushed
+        new_id = m.merge_new[r]
         sym[pos] = new_id
         sym[right] = -1
         nxt[pos] = nxt[right]
         if nxt[right] >= 0:
             prv[nxt[right]] = pos
         if prv[pos] >= 0:
-            r = merge_rank(m, sym[prv[pos]], new_id, &tmp)
+            r = merge_rank(m, sym[prv[pos]], new_id)
             if r != INT32_MAX:
                 heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> prv[pos])
         if nxt[pos] >= 0:
-            r = merge_rank(m, new_id, sym[nxt[pos]], &tmp)
+            r = merge_rank(m, new_id, sym[nxt[pos]])
             if r != INT32_MAX:
                 heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> pos)
 

@@ -105,6 +105,8 @@ cdef class NativeTokenizer:
             i = bpe_model_init(&self.model, &mg[0, 0] if mg.shape[0] else NULL, mg.shape[0], byte_ids)
             j = atoms_init(&self.atoms, &ab[0] if ab.shape[0] else NULL, &ao[0], &ai[0] if ai.shape[0] else NULL,
                            ai.shape[0])
+        if i == -2:
+            raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
             raise MemoryError("could not allocate the merge or atom table")
         self.pool = <Worker **> q4_malloc(POOL_MAX * sizeof(Worker *))
