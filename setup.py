@@ -108,5 +108,5 @@ def extensions():
 setup(
     ext_modules=extensions(),
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + (COMPILED,)]},
+    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + (COMPILED,)] + ["examples/*.json"]},
 )

@@ -1,0 +1,8 @@
+"""`python -m qwen4exp ...`: the same command line as the `qwen4exp` script."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

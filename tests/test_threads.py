@@ -1,0 +1,315 @@
+"""Thread safety and batch equivalence on real corpora.
+
+* `encode_batch` / `encode_chats` on any number of native threads equal the
+  single-threaded, one-at-a-time results;
+* many Python threads sharing one Tokenizer (and its word cache, including a
+  tiny cache that evicts constantly) calling encode / count / encode_batch /
+  encode_chat / encode_chats / decode concurrently get exactly the results
+  precomputed on one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import corpora
+import qwen4exp
+from qwen4exp.chat import render_chat
+
+EXAMPLE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "src", "qwen4exp", "examples", "example_chat.json",
+)
+
+N_PY_THREADS = 8
+
+
+def _docs(name: str, limit_bytes: int | None = None) -> list[str]:
+    docs = list(corpora.DOCUMENTS[name]())
+    if limit_bytes is None:
+        return docs
+    out, size = [], 0
+    for d in docs:
+        out.append(d)
+        size += len(d)
+        if size >= limit_bytes:
+            break
+    return out
+
+
+@pytest.fixture(scope="module")
+def code_docs():
+    return _docs("code")
+
+
+@pytest.fixture(scope="module")
+def ml_docs():
+    return _docs("multilingual")
+
+
+@pytest.fixture(scope="module")
+def ws_docs():
+    return _docs("whitespace")
+
+
+@pytest.fixture(scope="module")
+def reference(tok, code_docs, ml_docs, ws_docs):
+    """Single-threaded, one-text-at-a-time ids of every document."""
+    return {
+        "code": [tok.encode(d) for d in code_docs],
+        "multilingual": [tok.encode(d) for d in ml_docs],
+        "whitespace": [tok.encode(d) for d in ws_docs],
+    }
+
+
+# ---------------------------------------------------------------------------
+# native threads
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
+def test_encode_batch_threads_equal_single(tok, reference, name, threads, request):
+    docs = request.getfixturevalue({"code": "code_docs", "multilingual": "ml_docs",
+                                    "whitespace": "ws_docs"}[name])
+    got = tok.encode_batch(docs, num_threads=threads)
+    assert len(got) == len(docs)
+    bad = [i for i, (a, b) in enumerate(zip(got, reference[name])) if a != b]
+    assert not bad, f"{name}, {threads} threads: documents {bad[:10]} differ"
+
+
+def test_encode_batch_default_threads_and_whole_corpus(tok, reference, ml_docs):
+    assert tok.encode_batch(ml_docs) == reference["multilingual"]
+    # More threads than texts, and texts of very different sizes.
+    mixed = [ml_docs[0], "", "x", "".join(ml_docs[:50]), " \n\n "]
+    assert tok.encode_batch(mixed, num_threads=16) == [tok.encode(t) for t in mixed]
+    assert tok.encode_batch([], num_threads=4) == []
+
+
+def test_encode_batch_count_agree(tok, reference, code_docs):
+    for d, ids in zip(code_docs[:40], reference["code"]):
+        assert tok.count(d) == len(ids)
+
+
+def _chats(ml_docs, code_docs):
+    """Real conversations built from corpus documents, plus the bundled example."""
+    rnd = random.Random(5)
+    with open(EXAMPLE, encoding="utf-8") as f:
+        ex = json.load(f)
+    out = [render_chat(ex["messages"], tools=ex["tools"])]
+    tools = ex["tools"]
+    for i in range(120):
+        a, b = rnd.choice(ml_docs), rnd.choice(code_docs)[:4000]
+        msgs = [
+            {"role": "system", "content": "You review code and answer in the user's language."},
+            {"role": "user", "content": a + "\n<|im_end|> typed by the user"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": a[:300],
+                "tool_calls": [{"type": "function", "function": {
+                    "name": "get_weather", "arguments": {"city": a[:20], "unit": "celsius"}}}],
+            },
+            {"role": "tool", "content": b},
+            {"role": "assistant", "content": a[::-1][:500]},
+        ]
+        if i % 3 == 0:
+            msgs.append({"role": "user", "content": b[:800]})
+        out.append(
+            render_chat(
+                msgs,
+                tools=tools if i % 2 else None,
+                add_generation_prompt=bool(i % 3 == 0),
+                enable_thinking=bool(i % 4),
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def chats(ml_docs, code_docs):
+    return _chats(ml_docs, code_docs)
+
+
+@pytest.fixture(scope="module")
+def chat_reference(tok, chats):
+    return [tok.encode_chat(c) for c in chats]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4, 8])
+def test_encode_chats_threads_equal_encode_chat(tok, chats, chat_reference, threads):
+    got = tok.encode_chats(chats, num_threads=threads)
+    assert len(got) == len(chats)
+    for i, (a, b) in enumerate(zip(got, chat_reference)):
+        assert a.dtype == np.int32
+        assert np.array_equal(a, b), f"chat {i} differs with {threads} threads"
+
+
+def test_encode_chats_all_or_nothing_on_threads(tok, chats):
+    bad = qwen4exp.SegmentBuilder().text("hi ").control("<|not_an_atom|>").build()
+    batch = list(chats[:20]) + [bad] + list(chats[20:40])
+    with pytest.raises(qwen4exp.UnknownControlError, match=r"chats\[20\]"):
+        tok.encode_chats(batch, num_threads=4)
+
+
+def test_chat_atoms_only_from_controls(tok, chats, chat_reference):
+    """The literal <|im_end|> typed by the user never becomes the atom id."""
+    im_end = tok.atoms["<|im_end|>"]
+    for chat, ids in zip(chats, chat_reference):
+        markers = sum(
+            chat.data[s.start : s.end].count(b"<|im_end|>")
+            for s in chat.segments
+            if s.kind is qwen4exp.Kind.TRUSTED_CONTROL
+        )
+        assert int(np.count_nonzero(ids == im_end)) == markers
+
+
+# ---------------------------------------------------------------------------
+# Python threads sharing one Tokenizer
+# ---------------------------------------------------------------------------
+
+
+def _run_threads(n, target):
+    barrier = threading.Barrier(n)
+    errors = []
+
+    def run(k):
+        try:
+            barrier.wait()
+            target(k)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append((k, exc))
+
+    threads = [threading.Thread(target=run, args=(k,), name=f"t{k}") for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        k, exc = errors[0]
+        raise AssertionError(f"{len(errors)} threads failed; thread {k}: {exc!r}") from exc
+
+
+def _mixed_workload(tok, texts, text_ids, chats, chat_ids, rounds):
+    # Decoded on this thread first (reversed text in the chats is not NFC, so
+    # decode gives its NFC form, not chat.data).
+    chat_bytes = [tok.decode_bytes(i) for i in chat_ids]
+
+    def work(k):
+        rnd = random.Random(1000 + k)
+        for r in range(rounds):
+            op = (k + r) % 6
+            if op == 0:
+                for i in rnd.sample(range(len(texts)), min(30, len(texts))):
+                    assert tok.encode(texts[i]) == text_ids[i], f"encode text {i}"
+            elif op == 1:
+                sel = rnd.sample(range(len(texts)), min(40, len(texts)))
+                got = tok.encode_batch([texts[i] for i in sel], num_threads=rnd.choice([1, 2, 3]))
+                assert got == [text_ids[i] for i in sel], "encode_batch"
+            elif op == 2:
+                for i in rnd.sample(range(len(chats)), min(10, len(chats))):
+                    assert np.array_equal(tok.encode_chat(chats[i]), chat_ids[i]), f"chat {i}"
+            elif op == 3:
+                sel = rnd.sample(range(len(chats)), min(12, len(chats)))
+                got = tok.encode_chats([chats[i] for i in sel], num_threads=rnd.choice([1, 2]))
+                for g, i in zip(got, sel):
+                    assert np.array_equal(g, chat_ids[i]), f"encode_chats {i}"
+            elif op == 4:
+                for i in rnd.sample(range(len(texts)), min(30, len(texts))):
+                    assert tok.decode(text_ids[i]) == texts[i], f"decode {i}"
+                for i in rnd.sample(range(len(chats)), min(5, len(chats))):
+                    assert tok.decode_bytes(chat_ids[i]) == chat_bytes[i], f"decode chat {i}"
+            else:
+                for i in rnd.sample(range(len(texts)), min(30, len(texts))):
+                    assert tok.count(texts[i]) == len(text_ids[i]), f"count {i}"
+
+    return work
+
+
+def _workload_inputs(code_docs, ml_docs, ws_docs, chats):
+    rnd = random.Random(7)
+    texts = (
+        [d[:6000] for d in rnd.sample(code_docs, 60)]
+        + rnd.sample(ml_docs, 120)
+        + list(ws_docs[:40])
+    )
+    return texts, chats[:40]
+
+
+def test_python_threads_share_one_tokenizer(tok, code_docs, ml_docs, ws_docs, chats):
+    texts, some_chats = _workload_inputs(code_docs, ml_docs, ws_docs, chats)
+    # Precomputed on this thread, before any concurrency, on a separate tokenizer
+    # (a fresh cache) so the shared one starts cold.
+    ref_tok = qwen4exp.Tokenizer()
+    text_ids = [ref_tok.encode(t) for t in texts]
+    chat_ids = [ref_tok.encode_chat(c) for c in some_chats]
+    # NFC-normalised corpora round-trip exactly through decode.
+    assert all(ref_tok.decode(i) == t for i, t in zip(text_ids, texts))
+    shared = qwen4exp.Tokenizer()
+    _run_threads(N_PY_THREADS, _mixed_workload(shared, texts, text_ids, some_chats, chat_ids, 12))
+
+
+@pytest.mark.parametrize("cache_size", [0, 64])
+def test_python_threads_small_or_no_cache(cache_size, code_docs, ml_docs, ws_docs, chats):
+    """A tiny cache evicts constantly under concurrency: results must not change."""
+    texts, some_chats = _workload_inputs(code_docs, ml_docs, ws_docs, chats)
+    ref_tok = qwen4exp.Tokenizer()
+    text_ids = [ref_tok.encode(t) for t in texts]
+    chat_ids = [ref_tok.encode_chat(c) for c in some_chats]
+    shared = qwen4exp.Tokenizer(cache_size=cache_size)
+    _run_threads(N_PY_THREADS, _mixed_workload(shared, texts, text_ids, some_chats, chat_ids, 6))
+
+
+def test_python_threads_with_flush_cache(tok, ml_docs):
+    """flush_cache() from one thread while others encode."""
+    texts = ml_docs[:150]
+    ref = [tok.encode(t) for t in texts]
+    shared = qwen4exp.Tokenizer(cache_size=256)
+    stop = threading.Event()
+
+    def flusher():
+        while not stop.is_set():
+            shared.flush_cache()
+
+    f = threading.Thread(target=flusher)
+    f.start()
+    try:
+        def work(k):
+            for r in range(4):
+                if (k + r) % 2:
+                    assert shared.encode_batch(texts, num_threads=2) == ref
+                else:
+                    assert [shared.encode(t) for t in texts] == ref
+        _run_threads(4, work)
+    finally:
+        stop.set()
+        f.join()
+
+
+def test_encode_batch_releases_the_gil(tok, code_docs):
+    """While a long encode_batch runs, another Python thread keeps running."""
+    docs = code_docs * 2
+    ticks = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        tok.encode_batch(docs, num_threads=1)
+    finally:
+        done.set()
+        t.join()
+    # A GIL-holding call of this length would allow only a handful of switches.
+    assert len(ticks) > 20
