@@ -11,9 +11,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import importlib.util
+
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+# qwen4exp not installed: use the in-tree build (src/), as PYTHONPATH=src would.
+if importlib.util.find_spec("qwen4exp") is None:
+    sys.path.insert(0, str(HERE.parent / "src"))
 
 import peers  # noqa: E402  (first: pins the HF thread env before tokenizers loads)
 import pytest  # noqa: E402
@@ -25,7 +30,9 @@ RESULTS = {"throughput": {}, "long_word": {}, "mismatch": {}, "skipped": {}}
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
+    # Files named on the command line are collected by pytest itself.
+    if (file_path.suffix == ".py" and file_path.name.startswith("bench_")
+            and not parent.session.isinitpath(file_path)):
         return pytest.Module.from_parent(parent, path=file_path)
     return None
 

@@ -57,9 +57,9 @@ VOCAB_DIR = ROOT / "vocab"
 TOKENIZER_JSON = VOCAB_DIR / "tokenizer.json"
 TOKENIZER_CONFIG = VOCAB_DIR / "tokenizer_config.json"
 
-for _p in (ROOT / "tests",):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+# tests/corpora.py (appended: never shadows bench/ or installed modules)
+if str(ROOT / "tests") not in sys.path:
+    sys.path.append(str(ROOT / "tests"))
 
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
