@@ -7,6 +7,7 @@ cdef enum:
     CACHE_KEY_MAX = 30      # pieces longer than this are not cached
     CACHE_IDS_MAX = 8       # nor pieces that need more ids than this
     SHORT_PIECE = 96        # below this length the array method beats the heap
+    BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
 
 
 cdef enum:
@@ -21,6 +22,8 @@ cdef struct BpeModel:
     uint64_t mask           # number of slots - 1 (power of two)
     int shift               # 64 - log2(number of slots)
     int32_t *merge_new      # rank -> id of the merged token
+    Py_ssize_t n_merges
+    bint monotone           # every merge's parts were made by lower ranks (see merge_bucketed)
     int32_t byte_ids[256]   # id of each single-byte token
 
 
@@ -39,8 +42,10 @@ cdef struct Worker:
     int32_t *sym            # symbol ids of the piece being merged
     int32_t *aux            # ranks (array method) / prev links (heap method)
     int32_t *nxt            # next links (heap method)
-    uint64_t *heap          # (rank << 32 | position) entries
-    Py_ssize_t scratch_cap  # capacity of sym/aux/nxt (heap holds 2x)
+    uint64_t *heap          # heap: (rank << 32 | position); buckets: (position << 32 | link)
+    Py_ssize_t scratch_cap  # capacity of sym/aux/nxt (heap holds 3x)
+    int32_t *bucket_head    # rank -> first entry, -1 when empty (allocated on first use)
+    uint64_t *bucket_bits   # one bit per non-empty bucket
 
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,

@@ -60,6 +60,8 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     m.mask = size - 1
     m.shift = 64 - bits
     memcpy(m.byte_ids, byte_ids, 256 * sizeof(int32_t))
+    m.n_merges = n_merges
+    m.monotone = merges_are_monotone(merges, n_merges)
     for r in range(n_merges):
         m.merge_new[r] = merges[3 * r + 2]
         key = pair_key(merges[3 * r], merges[3 * r + 1])
@@ -70,6 +72,33 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
             continue  # a repeated merge keeps its first (lowest) rank, as HF does
         m.slots[i] = (key << ID_BITS) | <uint64_t> r
     return 0
+
+
+cdef bint merges_are_monotone(const int32_t *merges, Py_ssize_t n_merges) noexcept nogil:
+    """True if every merge combines tokens made only by lower-ranked merges.
+
+    Then a merge of rank r only ever creates pairs of rank > r, so the ranks
+    merged in one word never decrease and a forward scan over rank buckets
+    visits them in the order the heap would (checked for Qwen: it holds).
+    """
+    cdef Py_ssize_t r, limit = 0
+    cdef int32_t *made_at
+    cdef bint ok = True
+    for r in range(3 * n_merges):
+        if merges[r] + 1 > limit:
+            limit = merges[r] + 1
+    made_at = <int32_t *> q4_malloc(<size_t> limit * sizeof(int32_t))
+    if made_at == NULL:
+        return False  # the heap method is always correct
+    memset(made_at, 0xFF, <size_t> limit * sizeof(int32_t))
+    for r in range(n_merges):
+        made_at[merges[3 * r + 2]] = <int32_t> r  # the last (highest) rank that makes it
+    for r in range(n_merges):
+        if made_at[merges[3 * r]] >= r or made_at[merges[3 * r + 1]] >= r:
+            ok = False
+            break
+    q4_free(made_at)
+    return ok
 
 
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
@@ -102,6 +131,8 @@ cdef void worker_free(Worker *w) noexcept nogil:
     q4_free(w.aux)
     q4_free(w.nxt)
     q4_free(w.heap)
+    q4_free(w.bucket_head)
+    q4_free(w.bucket_bits)
     memset(w, 0, sizeof(Worker))
 
 
@@ -127,7 +158,7 @@ cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
     if p == NULL:
         return -1
     w.nxt = <int32_t *> p
-    p = q4_realloc(w.heap, <size_t> cap * 2 * sizeof(uint64_t))
+    p = q4_realloc(w.heap, <size_t> cap * 3 * sizeof(uint64_t))
     if p == NULL:
         return -1
     w.heap = <uint64_t *> p
@@ -180,12 +211,15 @@ cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_s
     return k
 
 
+# A 4-ary min-heap: half the depth of a binary heap and children that share a
+# cache line, which matters once a long word's heap outgrows the caches.
+
 cdef inline void heap_push(uint64_t *heap, Py_ssize_t *size, uint64_t v) noexcept nogil:
     cdef Py_ssize_t i = size[0]
     cdef Py_ssize_t parent
     size[0] = i + 1
     while i > 0:
-        parent = (i - 1) >> 1
+        parent = (i - 1) >> 2
         if heap[parent] <= v:
             break
         heap[i] = heap[parent]
@@ -197,18 +231,21 @@ cdef inline uint64_t heap_pop(uint64_t *heap, Py_ssize_t *size) noexcept nogil:
     cdef uint64_t top = heap[0]
     cdef Py_ssize_t n = size[0] - 1
     cdef uint64_t last = heap[n]
-    cdef Py_ssize_t i = 0, child
+    cdef Py_ssize_t i = 0, child, best, c, stop
     size[0] = n
     while True:
-        child = 2 * i + 1
+        child = 4 * i + 1
         if child >= n:
             break
-        if child + 1 < n and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] >= last:
+        best = child
+        stop = child + 4 if child + 4 <= n else n
+        for c in range(child + 1, stop):
+            if heap[c] < heap[best]:
+                best = c
+        if heap[best] >= last:
             break
-        heap[i] = heap[child]
-        i = child
+        heap[i] = heap[best]
+        i = best
     heap[i] = last
     return top
 
@@ -258,6 +295,113 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
                 heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> pos)
 
 
+cdef int reserve_buckets(const BpeModel *m, Worker *w) noexcept nogil:
+    cdef Py_ssize_t words = (m.n_merges >> 6) + 1
+    if w.bucket_head != NULL:
+        return 0
+    w.bucket_head = <int32_t *> q4_malloc(<size_t> (m.n_merges + 1) * sizeof(int32_t))
+    w.bucket_bits = <uint64_t *> q4_malloc(<size_t> words * sizeof(uint64_t))
+    if w.bucket_head == NULL or w.bucket_bits == NULL:
+        q4_free(w.bucket_head)
+        q4_free(w.bucket_bits)
+        w.bucket_head = NULL
+        w.bucket_bits = NULL
+        return -1
+    memset(w.bucket_head, 0xFF, <size_t> (m.n_merges + 1) * sizeof(int32_t))
+    memset(w.bucket_bits, 0, <size_t> words * sizeof(uint64_t))
+    return 0
+
+
+cdef extern from *:
+    """
+    #define q4_lowest_bit(x) ((Py_ssize_t) __builtin_ctzll(x))
+    """
+    Py_ssize_t q4_lowest_bit(uint64_t x) nogil
+
+
+cdef inline void bucket_push(Worker *w, Py_ssize_t *count, Py_ssize_t *top_word, int32_t r,
+                             int32_t pos) noexcept nogil:
+    w.heap[count[0]] = (<uint64_t> <uint32_t> pos << 32) | <uint32_t> w.bucket_head[r]
+    w.bucket_head[r] = <int32_t> count[0]
+    count[0] += 1
+    w.bucket_bits[r >> 6] |= 1ULL << (r & 63)
+    if (r >> 6) > top_word[0]:
+        top_word[0] = r >> 6
+
+
+cdef inline void merge_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r, Py_ssize_t *count,
+                            Py_ssize_t *top_word) noexcept nogil:
+    """Merge the pair at pos (rank r) and queue the two pairs it creates."""
+    cdef int32_t *sym = w.sym
+    cdef int32_t *prv = w.aux
+    cdef int32_t *nxt = w.nxt
+    cdef int32_t right = nxt[pos]
+    cdef int32_t new_id = m.merge_new[r]
+    cdef int32_t r2
+    sym[pos] = new_id
+    sym[right] = -1
+    nxt[pos] = nxt[right]
+    if nxt[right] >= 0:
+        prv[nxt[right]] = pos
+    if prv[pos] >= 0:
+        r2 = merge_rank(m, sym[prv[pos]], new_id)
+        if r2 != INT32_MAX:
+            bucket_push(w, count, top_word, r2, prv[pos])
+    if nxt[pos] >= 0:
+        r2 = merge_rank(m, new_id, sym[nxt[pos]])
+        if r2 != INT32_MAX:
+            bucket_push(w, count, top_word, r2, pos)
+
+
+cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
+    """Linear-time method for long pieces of a monotone merge table.
+
+    Ranks never decrease while one word is merged (merges_are_monotone), so
+    one forward scan over per-rank buckets replaces the heap. Within a rank,
+    order only matters where pairs overlap, which for one pair (x, y) means
+    a run of identical symbols x == y: such a run is merged left to right
+    from its start, as the heap's (rank, position) order would.
+    """
+    cdef int32_t *sym = w.sym
+    cdef int32_t *prv = w.aux
+    cdef int32_t *nxt = w.nxt
+    cdef Py_ssize_t count = 0, top_word = 0, word, j
+    cdef int32_t r, e, pos, q, x
+    cdef uint64_t entry
+    for j in range(k):
+        prv[j] = <int32_t> (j - 1)
+        nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
+    for j in range(k - 1):
+        r = merge_rank(m, sym[j], sym[j + 1])
+        if r != INT32_MAX:
+            bucket_push(w, &count, &top_word, r, <int32_t> j)
+    word = 0
+    while word <= top_word:
+        if w.bucket_bits[word] == 0:
+            word += 1
+            continue
+        r = <int32_t> ((word << 6) | q4_lowest_bit(w.bucket_bits[word]))
+        w.bucket_bits[word] &= w.bucket_bits[word] - 1
+        e = w.bucket_head[r]
+        w.bucket_head[r] = -1
+        while e >= 0:
+            entry = w.heap[e]
+            pos = <int32_t> (entry >> 32)
+            e = <int32_t> <uint32_t> (entry & 0xFFFFFFFFULL)
+            if sym[pos] < 0 or nxt[pos] < 0 or merge_rank(m, sym[pos], sym[nxt[pos]]) != r:
+                continue  # stale
+            x = sym[pos]
+            if sym[nxt[pos]] != x:
+                merge_pair(m, w, pos, r, &count, &top_word)
+                continue
+            q = pos
+            while prv[q] >= 0 and sym[prv[q]] == x:
+                q = prv[q]
+            while q >= 0 and nxt[q] >= 0 and sym[q] == x and sym[nxt[q]] == x:
+                merge_pair(m, w, q, r, &count, &top_word)
+                q = nxt[q]
+
+
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil:
     """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
@@ -288,7 +432,12 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
         memcpy(out.data + out.len, w.sym, <size_t> k * sizeof(int32_t))
         out.len += k
     else:
-        merge_long(m, w, n)
+        if n >= BUCKET_PIECE and m.monotone:
+            if reserve_buckets(m, w) < 0:
+                return -1
+            merge_bucketed(m, w, n)
+        else:
+            merge_long(m, w, n)
         k = 0
         j = 0
         while j >= 0:

@@ -104,3 +104,19 @@ def test_hypothesis_structured(tok, hf_plain, text):
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=60))
 def test_hypothesis_any_text(tok, hf_plain, text):
     assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+
+
+def test_long_words_with_runs(tok, hf_plain):
+    """Long pieces (the rank-bucket method) with runs of identical symbols of every parity."""
+    import random
+
+    rng = random.Random(7)
+    texts = []
+    for _ in range(40):
+        parts = []
+        while sum(map(len, parts)) < 3000:
+            c = rng.choice("aabxyzéß中ー")
+            parts.append(c * rng.choice([1, 2, 3, 4, 5, 7, 8, 16, 33]))
+        texts.append("".join(parts))
+    texts += ["x" * n for n in (1023, 1024, 1025, 4097)] + ["ab" * 700, "aab" * 500, "-=" * 999]
+    assert_same(tok, hf_plain, texts)
