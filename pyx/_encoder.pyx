@@ -55,6 +55,28 @@ cdef struct Stream:
     int rc
     GeoError geo
     Py_ssize_t bad
+    int done                # set (release) once ids/rc are final
+
+
+cdef struct Batch:
+    # Threads claim streams one at a time from `next`, so uneven streams
+    # balance themselves; the caller converts finished streams meanwhile.
+    Stream *streams
+    Py_ssize_t count
+    Py_ssize_t next
+
+
+cdef extern from *:
+    """
+    #include <sched.h>
+    #define q4_claim(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
+    #define q4_mark_done(p) __atomic_store_n((p), 1, __ATOMIC_RELEASE)
+    #define q4_is_done(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+    """
+    Py_ssize_t q4_claim(Py_ssize_t *p) nogil
+    void q4_mark_done(int *p) nogil
+    int q4_is_done(int *p) nogil
+    int sched_yield() nogil
 
 
 cdef class NativeTokenizer:
@@ -289,66 +311,11 @@ cdef class NativeTokenizer:
                 streams[k].data = <const uint8_t *> s
                 streams[k].n = n
                 streams[k].m = -1
-            self.run_streams(streams, count, num_threads)
-            for k in range(count):
-                if streams[k].rc < 0:
-                    raise MemoryError("out of memory while tokenizing a batch")
-            results = [None] * count
-            for k in range(count):
-                results[k] = idvec_to_list(&streams[k].ids, self._id_objects)
-            return results
+            return self.run_batch(streams, count, num_threads, True)
         finally:
             for k in range(count):
                 idvec_free(&streams[k].ids)
             q4_free(streams)
-
-    cdef void run_streams(self, Stream *streams, Py_ssize_t count, int num_threads) except *:
-        """Split streams into contiguous chunks of about equal bytes, one per thread."""
-        cdef Py_ssize_t total = 0, k, acc = 0, t
-        cdef list bounds = [0]
-        for k in range(count):
-            total += streams[k].n + 16
-        num_threads = max(1, min(num_threads, count))
-        for k in range(count):
-            acc += streams[k].n + 16
-            if len(bounds) < num_threads and acc * num_threads >= total * len(bounds):
-                bounds.append(k + 1)
-        bounds.append(count)
-        if len(bounds) == 2:
-            self.run_chunk(<size_t> streams, 0, count)
-            return
-        errors = []
-        def body(lo, hi):
-            try:
-                self.run_chunk(<size_t> streams, lo, hi)
-            except BaseException as exc:  # re-raised in the calling thread
-                errors.append(exc)
-        threads = [threading.Thread(target=body, args=(bounds[t], bounds[t + 1]))
-                   for t in range(1, len(bounds) - 1)]
-        for th in threads:
-            th.start()
-        body(bounds[0], bounds[1])
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
-
-    def run_chunk(self, size_t address, Py_ssize_t lo, Py_ssize_t hi):
-        cdef Stream *streams = <Stream *> address
-        cdef Worker *w = self.acquire()
-        cdef Py_ssize_t k
-        cdef Stream *st
-        with nogil:
-            for k in range(lo, hi):
-                st = &streams[k]
-                if st.m < 0:
-                    st.rc = self.encode_data(w, st.data, st.n, &st.ids)
-                else:
-                    st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
-                                               &st.ids, &st.geo, &st.bad)
-                if st.rc < 0:
-                    idvec_free(&st.ids)  # a failed stream returns no partial ids
-        self.release(w)
 
     def encode_streams(self, list items, int num_threads):
         """Batch of segmented streams: items are (data, starts, ends, kinds) with
@@ -384,22 +351,92 @@ cdef class NativeTokenizer:
                     streams[k].ends = &en_view[0]
                     streams[k].kinds = &ki_view[0]
             # items keeps every buffer alive until we return
-            self.run_streams(streams, count, num_threads)
-            results = [None] * count
-            for k in range(count):
-                if streams[k].rc == RC_NO_MEMORY:
-                    raise MemoryError("out of memory while tokenizing a batch")
-                if streams[k].rc == RC_GEOMETRY:
-                    results[k] = (int(streams[k].geo.code), streams[k].geo.segment, streams[k].geo.offset)
-                elif streams[k].rc == RC_UNKNOWN_CONTROL:
-                    results[k] = (-1, streams[k].geo.segment, streams[k].geo.offset)
-                else:
-                    results[k] = idvec_to_array(&streams[k].ids)
-            return results
+            return self.run_batch(streams, count, num_threads, False)
         finally:
             for k in range(count):
                 idvec_free(&streams[k].ids)
             q4_free(streams)
+
+
+    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, bint as_lists):
+        """Encode every stream on num_threads threads; convert results in order.
+
+        The calling thread encodes too, then turns finished streams into Python
+        objects (lists of ints, or arrays / fault tuples) while the others are
+        still encoding. MemoryError if any stream ran out of memory.
+        """
+        cdef Batch batch
+        cdef Py_ssize_t k
+        cdef Worker *w
+        cdef list results = [None] * count
+        cdef bint out_of_memory = False
+        cdef Stream *st
+        batch.streams = streams
+        batch.count = count
+        batch.next = 0
+        num_threads = max(1, min(num_threads, count))
+        w = self.acquire()
+        threads = [threading.Thread(target=self._claim_streams, args=(<size_t> &batch,), daemon=True)
+                   for _ in range(num_threads - 1)]
+        for th in threads:
+            th.start()
+        with nogil:
+            self.claim_streams(w, &batch)
+        self.release(w)
+        try:
+            for k in range(count):
+                st = &streams[k]
+                if not q4_is_done(&st.done):
+                    with nogil:
+                        while not q4_is_done(&st.done):
+                            sched_yield()
+                if st.rc == RC_NO_MEMORY:
+                    out_of_memory = True
+                elif out_of_memory:
+                    pass
+                elif st.rc == RC_GEOMETRY:
+                    results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
+                elif st.rc == RC_UNKNOWN_CONTROL:
+                    results[k] = (-1, st.geo.segment, st.geo.offset)
+                elif as_lists:
+                    results[k] = idvec_to_list(&st.ids, self._id_objects)
+                else:
+                    results[k] = idvec_to_array(&st.ids)
+                idvec_free(&st.ids)
+        finally:
+            for th in threads:
+                th.join()  # every stream is done, so they are only returning
+        if out_of_memory:
+            raise MemoryError("out of memory while tokenizing a batch")
+        return results
+
+    def _claim_streams(self, size_t address):
+        """Body of a helper thread of run_batch."""
+        cdef Worker *w
+        try:
+            w = self.acquire()
+        except MemoryError:
+            return  # the other threads claim the streams this one would have
+        with nogil:
+            self.claim_streams(w, <Batch *> address)
+        self.release(w)
+
+    cdef void claim_streams(self, Worker *w, Batch *batch) noexcept nogil:
+        cdef Py_ssize_t k
+        cdef Stream *st
+        while True:
+            k = q4_claim(&batch.next)
+            if k >= batch.count:
+                return
+            st = &batch.streams[k]
+            if st.m < 0:
+                st.rc = self.encode_data(w, st.data, st.n, &st.ids)
+            else:
+                st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
+                                           &st.ids, &st.geo, &st.bad)
+            if st.rc < 0:
+                idvec_free(&st.ids)  # a failed stream returns no partial ids
+            q4_mark_done(&st.done)
 
     def decode_bytes(self, const int32_t[::1] ids):
         """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""
