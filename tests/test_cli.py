@@ -19,12 +19,16 @@ import corpora
 import qwen4exp
 from qwen4exp.chat import render_chat
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+import pyarrow as pa  # a test dependency (pyproject's `test` extra): never skipped
+import pyarrow.parquet as pq
+
+import qwen4exp
 
 REPO = Path(__file__).resolve().parent.parent
-SRC = REPO / "src"
-EXAMPLE = SRC / "qwen4exp" / "examples" / "example_chat.json"
+# The subprocesses import the same qwen4exp as this test process: the
+# installed package, or the in-tree build when run with PYTHONPATH=src.
+SRC = Path(qwen4exp.__file__).resolve().parent.parent
+EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "examples" / "example_chat.json"
 COMMANDS = ["demo", "render", "encode", "decode", "count", "batch"]
 
 
