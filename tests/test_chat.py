@@ -373,22 +373,20 @@ def test_memory_error_in_validation_and_finish(monkeypatch):
         with pytest.raises(MemoryError):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert snapshot(out) == before
-    # the last Segment of the replacement fails to allocate
-    n_segments = len(render_chat(BIG, tools=BIG_TOOLS).segments)
-    real_make = chat_mod._make_segment
-    made = {"n": 0}
+    # the replacement's segment boundaries fail to allocate, after all its bytes exist
+    real_accumulate = chat_mod.accumulate
+    called = {"n": 0}
 
-    def make_segment(fields):
-        made["n"] += 1
-        if made["n"] == n_segments:
-            raise MemoryError("injected")
-        return real_make(fields)
+    def accumulate(*a, **k):
+        called["n"] += 1
+        raise MemoryError("injected")
 
     with monkeypatch.context() as m:
-        m.setattr(chat_mod, "_make_segment", make_segment)
+        m.setattr(chat_mod, "accumulate", accumulate)
         with pytest.raises(MemoryError):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
-        assert made["n"] == n_segments
+        assert called["n"] == 1
+    assert chat_mod.accumulate is real_accumulate
     assert snapshot(out) == before
 
 

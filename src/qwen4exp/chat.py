@@ -91,21 +91,14 @@ class _Stream:
             self.control_run = True
         self.parts.append(marker)
 
-    def finish(self) -> tuple[bytes, tuple[Segment, ...], str]:
+    def finish(self) -> tuple[bytes, tuple[int, ...], bool]:
+        """(data, segment boundaries, first segment is control): RenderedChat._commit's form."""
         parts = self.parts
-        text = "".join(parts)
-        data = text.encode("utf-8")  # validated: cannot fail
-        if len(data) == len(text):  # ASCII: byte offsets are character offsets
-            lengths = map(len, parts)
-        else:
-            lengths = [len(p) if p.isascii() else len(p.encode("utf-8")) for p in parts]
-        offsets = list(accumulate(lengths, initial=0))
-        starts = [offsets[r] for r in self.runs]
-        ends = starts[1:]
-        ends.append(len(data))
-        kinds = cycle((_CONTROL, _DATA) if self.first_control else (_DATA, _CONTROL))
-        segments = tuple(map(_make_segment, zip(starts, ends, kinds)))
-        return data, segments, text
+        bounds = self.runs + [len(parts)]
+        # One join + encode per run: byte lengths come from the encoded runs.
+        chunks = ["".join(parts[a:b]).encode("utf-8") for a, b in zip(bounds, bounds[1:])]
+        data = b"".join(chunks)  # validated text: encoding cannot fail
+        return data, tuple(accumulate(map(len, chunks), initial=0)), self.first_control
 
 
 def _render(req: Request, out: _Stream) -> None:
@@ -228,9 +221,8 @@ def render_chat(
     Raises ChatFormatError for a request the format does not accept and
     TextEncodingError for lone surrogates, naming the message index and field.
     """
-    data, segments, text = _build(messages, tools, add_generation_prompt, enable_thinking)
     chat = RenderedChat()
-    chat._commit(data, segments, text)
+    chat._commit(*_build(messages, tools, add_generation_prompt, enable_thinking))
     return chat
 
 
@@ -246,5 +238,4 @@ def render_chat_into(
     has been validated and rendered; on any error `out` is left exactly as it was."""
     if not isinstance(out, RenderedChat):
         raise TypeError(f"out must be a RenderedChat, not {type(out).__name__}")
-    data, segments, text = _build(messages, tools, add_generation_prompt, enable_thinking)
-    out._commit(data, segments, text)
+    out._commit(*_build(messages, tools, add_generation_prompt, enable_thinking))

@@ -8,7 +8,11 @@ a caller through the explicit `SegmentBuilder.control`, vouched for).
 from __future__ import annotations
 
 import enum
+from functools import partial
+from itertools import accumulate, cycle
 from typing import NamedTuple
+
+import numpy as np
 
 from .errors import TextEncodingError
 
@@ -24,6 +28,10 @@ class Segment(NamedTuple):
     start: int
     end: int
     kind: Kind
+
+
+_make_segment = partial(tuple.__new__, Segment)  # Segment(*t) without the Python-level __new__
+_ALTERNATING = {False: (Kind.DATA, Kind.TRUSTED_CONTROL), True: (Kind.TRUSTED_CONTROL, Kind.DATA)}
 
 
 def utf8(text: str, where: str) -> bytes:
@@ -42,14 +50,16 @@ class RenderedChat:
 
     `RenderedChat()` is the empty transcript. `render_chat_into` replaces the
     contents only after a request has been fully validated and rendered.
+
+    Segments are stored compactly, as their boundary offsets and the kind of
+    the first one (kinds alternate, since neighbours of one kind are merged);
+    the Segment tuples and the tokenizer's arrays are derived on demand.
     """
 
-    __slots__ = ("_data", "_segments", "_text")
+    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_arrays")
 
     def __init__(self) -> None:
-        self._data = b""
-        self._segments: tuple[Segment, ...] = ()
-        self._text: str | None = ""
+        self._commit(b"", (0,), False, "")
 
     @property
     def data(self) -> bytes:
@@ -63,11 +73,26 @@ class RenderedChat:
 
     @property
     def segments(self) -> tuple[Segment, ...]:
+        if self._segments is None:
+            b = self._bounds
+            kinds = cycle(_ALTERNATING[self._first_control])
+            self._segments = tuple(map(_make_segment, zip(b, b[1:], kinds)))
         return self._segments
 
-    def _commit(self, data: bytes, segments: tuple[Segment, ...], text: str | None = None) -> None:
-        # Three plain attribute stores: nothing here can fail half-way.
-        self._data, self._segments, self._text = data, segments, text
+    def _segment_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts int64, ends int64, kinds int8) for the native tokenizer."""
+        if self._arrays is None:
+            b = np.asarray(self._bounds, dtype=np.int64)
+            kinds = (np.arange(len(b) - 1, dtype=np.int8) + np.int8(self._first_control)) & 1
+            self._arrays = (b[:-1].copy(), b[1:].copy(), kinds)
+        return self._arrays
+
+    def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None) -> None:
+        """Replace the contents: `bounds` are the segment boundaries (0 first,
+        len(data) last), `first_control` the kind of the first segment.
+        Plain attribute stores only: nothing here can fail half-way."""
+        self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
+        self._segments = self._arrays = None
 
     def __len__(self) -> int:
         return len(self._data)
@@ -75,7 +100,7 @@ class RenderedChat:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RenderedChat):
             return NotImplemented
-        return self._data == other._data and self._segments == other._segments
+        return self._data == other._data and self.segments == other.segments
 
     __hash__ = None  # mutable through render_chat_into
 
@@ -123,14 +148,11 @@ class SegmentBuilder:
             self._kinds.append(kind)
 
     def build(self) -> RenderedChat:
-        segments = []
-        runs = []
-        pos = 0
-        for chunks, kind in zip(self._parts, self._kinds):
-            run = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            runs.append(run)
-            segments.append(Segment(pos, pos + len(run), kind))
-            pos += len(run)
+        runs = [chunks[0] if len(chunks) == 1 else b"".join(chunks) for chunks in self._parts]
         chat = RenderedChat()
-        chat._commit(b"".join(runs), tuple(segments))
+        chat._commit(
+            b"".join(runs),
+            tuple(accumulate(map(len, runs), initial=0)),
+            bool(self._kinds) and self._kinds[0] is Kind.TRUSTED_CONTROL,
+        )
         return chat

@@ -256,7 +256,7 @@ class Tokenizer:
         """Ids of a rendered chat (numpy int32): each segment tokenized on its own."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
-        return self._encode_stream(chat.data, chat.segments, checked=True)
+        return self._encode_arrays(chat.data, *chat._segment_arrays())
 
     def encode_segments_into(self, data: bytes, segments: Iterable[Segment], out: TokenBuffer) -> None:
         """Append the stream's ids to `out`; on any error `out` is exactly as before."""
@@ -275,7 +275,7 @@ class Tokenizer:
         for i, chat in enumerate(chats):
             if not isinstance(chat, RenderedChat):
                 raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
-            items.append((chat.data, *_segment_arrays(chat.segments, checked=True)))
+            items.append((chat.data, *chat._segment_arrays()))
         results = self._native.encode_streams(items, _thread_count(num_threads))
         for i, r in enumerate(results):
             if isinstance(r, tuple):
@@ -286,11 +286,12 @@ class Tokenizer:
                     raise type(exc)(f"chats[{i}]: {exc}") from None
         return results
 
-    def _encode_stream(self, data: bytes, segments: Iterable[Segment], *, checked: bool = False) -> np.ndarray:
+    def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
-        data = bytes(data)
-        starts, ends, kinds = _segment_arrays(segments, checked=checked)
+        return self._encode_arrays(bytes(data), *_segment_arrays(segments))
+
+    def _encode_arrays(self, data: bytes, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> np.ndarray:
         ids, fault = self._native.encode_segments(data, starts, ends, kinds)
         if fault is None:
             return ids
@@ -340,33 +341,29 @@ def _ids_array(ids: Iterable[int]) -> np.ndarray:
     return np.array(ids, dtype=np.int32)
 
 
-def _segment_arrays(segments: Iterable[Segment], *, checked: bool = False):
-    """Convert segments to contiguous (starts, ends, kinds) arrays.
-
-    Caller-built segments are type-checked here (ints for bounds, `Kind` for
-    kinds); `checked=True` skips that for a RenderedChat, whose segments were
-    built as Segment(int, int, Kind). Geometry is checked natively either way.
-    """
+def _segment_arrays(segments: Iterable[Segment]):
+    """Convert caller-built segments to contiguous (starts, ends, kinds) arrays,
+    type-checking them (ints for bounds, `Kind` for kinds); geometry is
+    checked natively."""
     if isinstance(segments, (str, bytes)):
         raise TypeError("segments must be a sequence of Segment(start, end, kind)")
     segments = tuple(segments)
     m = len(segments)
-    if not checked:
-        for i, seg in enumerate(segments):
-            try:
-                start, end, kind = seg
-            except (TypeError, ValueError):
-                raise SegmentError(f"segment {i} is not a (start, end, kind) triple: {seg!r}") from None
-            for name, v in (("start", start), ("end", end)):
-                if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                    raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
-                if not -_INT64_MAX <= v <= _INT64_MAX:
-                    raise SegmentError(f"segment {i}: {name} {v} is out of range")
-            if not isinstance(kind, Kind):
-                raise SegmentError(
-                    f"segment {i} has an unknown kind {kind!r} "
-                    "(use qwen4exp.Kind.DATA or Kind.TRUSTED_CONTROL)"
-                )
+    for i, seg in enumerate(segments):
+        try:
+            start, end, kind = seg
+        except (TypeError, ValueError):
+            raise SegmentError(f"segment {i} is not a (start, end, kind) triple: {seg!r}") from None
+        for name, v in (("start", start), ("end", end)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
+            if not -_INT64_MAX <= v <= _INT64_MAX:
+                raise SegmentError(f"segment {i}: {name} {v} is out of range")
+        if not isinstance(kind, Kind):
+            raise SegmentError(
+                f"segment {i} has an unknown kind {kind!r} "
+                "(use qwen4exp.Kind.DATA or Kind.TRUSTED_CONTROL)"
+            )
     flat = np.fromiter(chain.from_iterable(segments), dtype=np.int64, count=3 * m).reshape(m, 3)
     return (
         np.ascontiguousarray(flat[:, 0]),
