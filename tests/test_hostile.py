@@ -1,0 +1,263 @@
+"""Hostile input (issue 6): fuzz regressions, hypothesis fuzzing, a short soak.
+
+* Every input that ever made a fuzz harness fail is kept under
+  tests/data/fuzz_regressions/<harness>/ (raw harness bytes, or a .json case)
+  and replayed here through the same oracle (fuzz/common.py).
+* The harnesses' `run_<name>(bytes)` functions are driven by hypothesis
+  (`st.binary()`), so the CI slice fuzzes without atheris; the long runs are
+  `python fuzz/run_all.py --seconds 600` (see fuzz/README.md).
+* A short concurrency soak: many threads share one Tokenizer (tools/soak.py
+  runs the long one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "fuzz"))
+
+import common  # noqa: E402  (fuzz/common.py)
+
+import qwen4exp  # noqa: E402
+from qwen4exp import Kind, Segment, TokenBuffer  # noqa: E402
+
+FUZZ_SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
+
+
+# ---------------------------------------------------------------- regressions
+
+REGRESSION_FILES = common.regression_files()
+
+
+@pytest.mark.parametrize(
+    "harness,path", REGRESSION_FILES, ids=[f"{h}/{os.path.basename(p)}" for h, p in REGRESSION_FILES]
+)
+def test_fuzz_regression(harness, path):
+    common.replay_file(harness, path)
+
+
+def test_regression_corpus_is_present():
+    assert {h for h, _ in REGRESSION_FILES} >= {"encode", "segments", "chat", "decode"}
+
+
+@pytest.mark.parametrize("harness", common.HARNESSES)
+def test_seed_corpus_replays(harness):
+    d = os.path.join(REPO, "fuzz", "corpus", harness)
+    files = sorted(os.listdir(d))
+    assert files
+    for f in files[:40]:
+        with open(os.path.join(d, f), "rb") as fh:
+            common.RUNNERS[harness](fh.read())
+
+
+# ---------------------------------------------------------------- hypothesis drivers
+
+
+@settings(max_examples=400, **FUZZ_SETTINGS)
+@given(st.binary(max_size=600))
+def test_fuzz_encode_bytes(data):
+    common.run_encode(data)
+
+
+@settings(max_examples=200, **FUZZ_SETTINGS)
+@given(st.text(max_size=300))
+def test_fuzz_encode_text(text):
+    common.check_encode(text)
+
+
+@settings(max_examples=400, **FUZZ_SETTINGS)
+@given(st.binary(max_size=600))
+def test_fuzz_segments(data):
+    common.run_segments(data)
+
+
+@settings(max_examples=400, **FUZZ_SETTINGS)
+@given(st.binary(max_size=800))
+def test_fuzz_chat(data):
+    common.run_chat(data)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant", "tool", "bot"])},
+    optional={
+        "content": st.one_of(
+            st.text(max_size=40),
+            st.none(),
+            st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "x"]),
+                                            "text": st.text(max_size=20)}), max_size=3),
+            _json,
+        ),
+        "reasoning_content": st.one_of(st.text(max_size=30), st.none(), _json),
+        "tool_calls": st.one_of(
+            st.lists(st.fixed_dictionaries({"name": st.text(max_size=10),
+                                             "arguments": st.one_of(st.dictionaries(st.text(max_size=5), _json,
+                                                                                    max_size=3),
+                                                                    st.text(max_size=20), _json)}),
+                     max_size=2),
+            _json,
+        ),
+    },
+)
+
+
+@settings(max_examples=300, **FUZZ_SETTINGS)
+@given(
+    st.lists(_message, min_size=0, max_size=5) | _json,
+    st.one_of(st.none(), st.lists(st.dictionaries(st.text(max_size=8), _json, max_size=3), max_size=2), _json),
+    st.booleans(),
+    st.booleans(),
+)
+def test_fuzz_chat_structured(messages, tools, agp, thinking):
+    common.check_chat(messages, {"tools": tools, "add_generation_prompt": agp, "enable_thinking": thinking})
+
+
+@settings(max_examples=400, **FUZZ_SETTINGS)
+@given(st.binary(max_size=400))
+def test_fuzz_decode(data):
+    common.run_decode(data)
+
+
+@settings(max_examples=200, **FUZZ_SETTINGS)
+@given(st.lists(st.integers(min_value=-(2**40), max_value=2**40) | st.sampled_from(range(151640, 151672)),
+                max_size=40))
+def test_fuzz_decode_ints(ids):
+    common.check_decode(ids)
+
+
+# ---------------------------------------------------------------- hand-picked hostile inputs
+
+HOSTILE_TEXTS = [
+    "",
+    "\x00" * 100,
+    "\u0301" * 5000,  # only marks: no starter at all
+    "a" + "\u0301\u0316" * 3000,  # one starter, long run of marks (counting sort)
+    "\u1100" * 2000 + "\u1161" * 2000,  # jamo runs
+    "\U0010ffff" * 1000,
+    "\ufeff" * 500 + "x",
+    " " * 5000 + "x",
+    "\r\n" * 3000,
+    "'" * 3000 + "s",
+    "'\u017f" * 1000,
+    "9" * 5000,
+    "<|im_start|>" * 500,
+    "\u00e9" * 10000,  # one long letter word with 2-byte chars
+    "\u4e2d" * 10000,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS, ids=range(len(HOSTILE_TEXTS)))
+def test_hostile_texts_match_reference(text):
+    common.check_encode(text)
+
+
+@pytest.mark.parametrize(
+    "segments",
+    [
+        [],
+        [Segment(0, 2**63 - 1, Kind.DATA)],
+        [Segment(-(2**63) + 1, 5, Kind.DATA)],
+        [Segment(0, 1, Kind.DATA), Segment(1, 1, Kind.TRUSTED_CONTROL)],
+        [(0, 5, 0)],
+        [(0, 5, Kind.DATA, None)],
+        [Segment(0, 5, Kind.DATA)] * 3,
+        [Segment(True, 5, Kind.DATA)],
+        [Segment(0, 5.0, Kind.DATA)],
+        [Segment(0, 10**30, Kind.DATA)],
+        "abc",
+        [None],
+    ],
+)
+def test_hostile_segments_leave_buffer_untouched(segments):
+    common.check_segments(b"hello", segments, [1, 2, 3])
+
+
+def test_hostile_data_types():
+    tok = common.tokenizer()
+    buf = TokenBuffer()
+    for data in ("hello", None, 5, ["h"]):
+        with pytest.raises(TypeError):
+            tok.encode_segments_into(data, [Segment(0, 5, Kind.DATA)], buf)
+    assert len(buf) == 0
+    with pytest.raises(TypeError):
+        tok.encode_segments_into(b"hello", [Segment(0, 5, Kind.DATA)], [])
+    for bad in (None, b"abc", 5, ["a"]):
+        with pytest.raises(TypeError):
+            tok.encode(bad)
+
+
+def test_control_segment_of_every_atom_pair():
+    atoms = list(common.tokenizer().atoms)
+    for a in atoms:
+        for b in atoms[::5]:
+            data = (a + b).encode()
+            common.check_segments(data, [Segment(0, len(data), Kind.TRUSTED_CONTROL)])
+
+
+# ---------------------------------------------------------------- short soak
+
+
+def _load_soak():
+    spec = importlib.util.spec_from_file_location("qwen4exp_soak", os.path.join(REPO, "tools", "soak.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_concurrency_soak_short():
+    result = _load_soak().soak(seconds=6, threads=8, seed=1, tok=qwen4exp.Tokenizer(cache_size=64))
+    assert not result["errors"], result["errors"]
+    assert not result["mismatches"], result["mismatches"]
+    assert result["calls"] > 50
+
+
+# ---------------------------------------------------------------- hostile options (crash-safe: subprocess)
+
+
+def _run_isolated(code: str):
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("cache_size", ["2**62", "2**63", "2**61 + 1", "2**40", "-1", "True"])
+def test_huge_cache_size_fails_cleanly(cache_size):
+    """Tokenizer(cache_size=2**62) used to overflow `cache_slots * sizeof(CacheSlot)` in
+    pyx/_bpe.pyx worker_init (size_t wraps to 0, malloc(1) succeeds) and the first
+    encode wrote far out of bounds (SIGSEGV). Any cache_size must either work or
+    raise ValueError/MemoryError, at construction or at the first call."""
+    code = f"""
+import qwen4exp
+try:
+    tok = qwen4exp.Tokenizer(cache_size={cache_size})
+    ids = tok.encode("hello world, this is a test")
+    assert ids == qwen4exp.Tokenizer().encode("hello world, this is a test"), ids
+    print("ok")
+except (ValueError, MemoryError) as exc:
+    print("refused:", type(exc).__name__, exc)
+"""
+    proc = _run_isolated(code)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-1500:]}"
+
+
+def test_huge_num_threads_is_a_value_error_or_works():
+    """num_threads is documented as any positive int; 2**40 must not raise OverflowError."""
+    tok = common.tokenizer()
+    try:
+        out = tok.encode_batch(["a b", "c"], num_threads=2**40)
+    except ValueError:
+        return
+    assert out == [tok.encode("a b"), tok.encode("c")]
