@@ -61,25 +61,25 @@ def test_seed_corpus_replays(harness):
 # ---------------------------------------------------------------- hypothesis drivers
 
 
-@settings(max_examples=400, **FUZZ_SETTINGS)
+@settings(max_examples=800, **FUZZ_SETTINGS)
 @given(st.binary(max_size=600))
 def test_fuzz_encode_bytes(data):
     common.run_encode(data)
 
 
-@settings(max_examples=200, **FUZZ_SETTINGS)
+@settings(max_examples=300, **FUZZ_SETTINGS)
 @given(st.text(max_size=300))
 def test_fuzz_encode_text(text):
     common.check_encode(text)
 
 
-@settings(max_examples=400, **FUZZ_SETTINGS)
+@settings(max_examples=800, **FUZZ_SETTINGS)
 @given(st.binary(max_size=600))
 def test_fuzz_segments(data):
     common.run_segments(data)
 
 
-@settings(max_examples=400, **FUZZ_SETTINGS)
+@settings(max_examples=800, **FUZZ_SETTINGS)
 @given(st.binary(max_size=800))
 def test_fuzz_chat(data):
     common.run_chat(data)
@@ -113,7 +113,7 @@ _message = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, **FUZZ_SETTINGS)
+@settings(max_examples=400, **FUZZ_SETTINGS)
 @given(
     st.lists(_message, min_size=0, max_size=5) | _json,
     st.one_of(st.none(), st.lists(st.dictionaries(st.text(max_size=8), _json, max_size=3), max_size=2), _json),
@@ -124,13 +124,13 @@ def test_fuzz_chat_structured(messages, tools, agp, thinking):
     common.check_chat(messages, {"tools": tools, "add_generation_prompt": agp, "enable_thinking": thinking})
 
 
-@settings(max_examples=400, **FUZZ_SETTINGS)
+@settings(max_examples=800, **FUZZ_SETTINGS)
 @given(st.binary(max_size=400))
 def test_fuzz_decode(data):
     common.run_decode(data)
 
 
-@settings(max_examples=200, **FUZZ_SETTINGS)
+@settings(max_examples=300, **FUZZ_SETTINGS)
 @given(st.lists(st.integers(min_value=-(2**40), max_value=2**40) | st.sampled_from(range(151640, 151672)),
                 max_size=40))
 def test_fuzz_decode_ints(ids):

@@ -6,6 +6,7 @@
 #   tools/run_sanitizers.sh valgrind   # debug build, fault-injection leak check under valgrind memcheck
 #   tools/run_sanitizers.sh all        # both
 #   tools/run_sanitizers.sh asan tests/test_chat.py ...   # a different pytest selection
+#   tools/run_sanitizers.sh asan -k "not huge_cache"       # extra pytest options (default files)
 #
 # ASan stage: builds with QWEN4EXP_SANITIZE=1 (-fsanitize=address,undefined,
 # -fno-sanitize-recover=undefined), runs the slice with
@@ -27,6 +28,8 @@ WORK="${QWEN4EXP_SAN_DIR:-/tmp/q4san}"
 MODE="${1:-asan}"
 shift || true
 PY="${PYTHON:-python}"
+# the real interpreter, not a shim script (valgrind must run python itself)
+PY="$("$PY" -c 'import sys; print(sys.executable)')"
 
 copy_tree() {  # $1: destination; tracked + untracked (not ignored) files of the work tree
     rm -rf "$1"
@@ -43,7 +46,10 @@ run_asan() {
     fi
     local libasan
     libasan="$(gcc -print-file-name=libasan.so)"
-    local tests=("$@")
+    local tests=() opts=() arg
+    for arg in "$@"; do
+        case "$arg" in -*) opts+=("$arg") ;; *) if [ ${#opts[@]} -gt 0 ] && [ "${opts[-1]}" = "-k" ]; then opts+=("$arg"); else tests+=("$arg"); fi ;; esac
+    done
     if [ ${#tests[@]} -eq 0 ]; then
         tests=(tests/test_segments.py tests/test_tokenizer_api.py tests/test_hostile.py
                tests/test_fault_injection.py tests/test_encode_parity.py)
@@ -56,7 +62,7 @@ run_asan() {
         ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0:strict_string_checks=1:detect_stack_use_after_return=1" \
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
         PYTHONPATH="$tree/src" QWEN4EXP_SANITIZED=1 \
-        "$PY" -m pytest -q -p no:cacheprovider -m "not slow" "${tests[@]}" >"$WORK/asan-tests.log" 2>&1)
+        "$PY" -m pytest -q -p no:cacheprovider -m "not slow" "${opts[@]}" "${tests[@]}" >"$WORK/asan-tests.log" 2>&1)
     rc=$?
     tail -5 "$WORK/asan-tests.log"
     if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$WORK/asan-tests.log"; then
