@@ -33,6 +33,7 @@ cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
+    CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
 
 # Error codes of the nogil loops (decoded into exceptions by the caller).
 cdef enum:
@@ -375,40 +376,55 @@ cdef class NativeTokenizer:
         batch.count = count
         batch.next = 0
         num_threads = max(1, min(num_threads, count))
+        cdef Py_ssize_t converted = 0
+        cdef bint more = True
         w = self.acquire()
-        threads = [threading.Thread(target=self._claim_streams, args=(<size_t> &batch,), daemon=True)
-                   for _ in range(num_threads - 1)]
-        for th in threads:
-            th.start()
-        with nogil:
-            self.claim_streams(w, &batch)
-        self.release(w)
+        started = []
         try:
-            for k in range(count):
+            for _ in range(num_threads - 1):
+                th = threading.Thread(target=self._claim_streams, args=(<size_t> &batch,), daemon=True)
+                th.start()  # if this fails, the threads already started and this one share the work
+                started.append(th)
+            # Encode a slice, then convert what is finished, so that building
+            # Python objects overlaps with the other threads' encoding.
+            while more:
+                with nogil:
+                    more = self.claim_streams(w, &batch, CONVERT_EVERY)
+                while converted < count and q4_is_done(&streams[converted].done):
+                    out_of_memory |= self.convert(&streams[converted], results, converted, as_lists)
+                    converted += 1
+            self.release(w)
+            w = NULL
+            for k in range(converted, count):
                 st = &streams[k]
                 if not q4_is_done(&st.done):
                     with nogil:
                         while not q4_is_done(&st.done):
                             sched_yield()
-                if st.rc == RC_NO_MEMORY:
-                    out_of_memory = True
-                elif out_of_memory:
-                    pass
-                elif st.rc == RC_GEOMETRY:
-                    results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
-                elif st.rc == RC_UNKNOWN_CONTROL:
-                    results[k] = (-1, st.geo.segment, st.geo.offset)
-                elif as_lists:
-                    results[k] = idvec_to_list(&st.ids, self._id_objects)
-                else:
-                    results[k] = idvec_to_array(&st.ids)
-                idvec_free(&st.ids)
+                out_of_memory |= self.convert(st, results, k, as_lists)
         finally:
-            for th in threads:
-                th.join()  # every stream is done, so they are only returning
+            if w != NULL:
+                self.release(w)
+            for th in started:
+                th.join()  # all streams are claimed, so they are only finishing
         if out_of_memory:
             raise MemoryError("out of memory while tokenizing a batch")
         return results
+
+    cdef bint convert(self, Stream *st, list results, Py_ssize_t k, bint as_lists) except -1:
+        """Store stream k's result; True if it ran out of memory."""
+        if st.rc == RC_NO_MEMORY:
+            return True
+        if st.rc == RC_GEOMETRY:
+            results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
+        elif st.rc == RC_UNKNOWN_CONTROL:
+            results[k] = (-1, st.geo.segment, st.geo.offset)
+        elif as_lists:
+            results[k] = idvec_to_list(&st.ids, self._id_objects)
+        else:
+            results[k] = idvec_to_array(&st.ids)
+        idvec_free(&st.ids)
+        return False
 
     def _claim_streams(self, size_t address):
         """Body of a helper thread of run_batch."""
@@ -418,16 +434,18 @@ cdef class NativeTokenizer:
         except MemoryError:
             return  # the other threads claim the streams this one would have
         with nogil:
-            self.claim_streams(w, <Batch *> address)
+            self.claim_streams(w, <Batch *> address, -1)
         self.release(w)
 
-    cdef void claim_streams(self, Worker *w, Batch *batch) noexcept nogil:
+    cdef bint claim_streams(self, Worker *w, Batch *batch, Py_ssize_t budget) noexcept nogil:
+        """Claim and encode streams until none is left (returns False) or, when
+        budget >= 0, until about `budget` bytes were encoded (returns True)."""
         cdef Py_ssize_t k
         cdef Stream *st
         while True:
             k = q4_claim(&batch.next)
             if k >= batch.count:
-                return
+                return False
             st = &batch.streams[k]
             if st.m < 0:
                 st.rc = self.encode_data(w, st.data, st.n, &st.ids)
@@ -437,6 +455,10 @@ cdef class NativeTokenizer:
             if st.rc < 0:
                 idvec_free(&st.ids)  # a failed stream returns no partial ids
             q4_mark_done(&st.done)
+            if budget >= 0:
+                budget -= st.n + 64
+                if budget < 0:
+                    return True
 
     def decode_bytes(self, const int32_t[::1] ids):
         """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""
