@@ -8,6 +8,7 @@ cdef enum:
     CACHE_IDS_MAX = 8       # nor pieces that need more ids than this
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
+    SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
 
 
 cdef enum:

@@ -8,6 +8,7 @@ invalidation over a linked list, so one 200,000-byte word costs O(n log n).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
 from qwen4exp._idvec cimport IdVec, idvec_reserve
 
@@ -111,6 +112,8 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
 cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
     """cache_slots must be a power of two (0 disables the cache)."""
     memset(w, 0, sizeof(Worker))
+    if cache_slots > <Py_ssize_t> (PY_SSIZE_T_MAX // sizeof(CacheSlot)):
+        return -1
     if cache_slots > 0:
         w.cache = <CacheSlot *> q4_malloc(<size_t> cache_slots * sizeof(CacheSlot))
         if w.cache == NULL:
@@ -134,6 +137,16 @@ cdef void worker_free(Worker *w) noexcept nogil:
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)
     memset(w, 0, sizeof(Worker))
+
+
+cdef void release_scratch(Worker *w) noexcept nogil:
+    q4_free(w.sym)
+    q4_free(w.aux)
+    q4_free(w.nxt)
+    q4_free(w.heap)
+    w.sym = w.aux = w.nxt = NULL
+    w.heap = NULL
+    w.scratch_cap = 0
 
 
 cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
@@ -445,6 +458,8 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
             k += 1
             j = w.nxt[j]
         out.len += k
+    if n > SCRATCH_KEEP:
+        release_scratch(w)  # a huge word must not pin its ~36 bytes per byte of scratch
     if slot != NULL and k <= CACHE_IDS_MAX:
         slot.hash = h
         slot.klen = <uint8_t> n

@@ -25,6 +25,8 @@ __all__ = ["Tokenizer", "TokenBuffer"]
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
 _INT64_MAX = 2**63 - 1
+_CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
+_THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 _GEOMETRY_MESSAGES = {
     1: "bytes are not valid UTF-8 at byte {offset}",
@@ -158,8 +160,10 @@ class Tokenizer:
         self._init_arrays(arrays, cache_size)
 
     def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
-        if not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError("cache_size must be a non-negative int (0 disables the cache)")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or not 0 <= cache_size <= _CACHE_MAX:
+            raise ValueError(
+                f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
+            )
         slots = 1 << max(cache_size - 1, 0).bit_length() if cache_size else 0
         self._native = NativeTokenizer(
             arrays["token_bytes"],
@@ -319,7 +323,7 @@ def _thread_count(num_threads: int | None) -> int:
             return os.cpu_count() or 1
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
-    return num_threads
+    return min(num_threads, _THREADS_MAX)
 
 
 def _ids_array(ids: Iterable[int]) -> np.ndarray:
