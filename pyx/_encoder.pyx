@@ -227,19 +227,23 @@ cdef class NativeTokenizer:
 
     # -- Python entry points ---------------------------------------------------
 
-    def encode(self, str text):
-        """Ids of `text` as DATA (list of int). Raises UnicodeEncodeError on lone surrogates."""
+    cdef int encode_text(self, str text, IdVec *out) except -2:
+        """encode_data over text's UTF-8 (UnicodeEncodeError on lone surrogates)."""
         cdef Py_ssize_t n
         cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
-        cdef IdVec out
         cdef Worker *w = self.acquire()
         cdef int rc
-        memset(&out, 0, sizeof(IdVec))
         with nogil:
-            rc = self.encode_data(w, <const uint8_t *> s, n, &out)
+            rc = self.encode_data(w, <const uint8_t *> s, n, out)
         self.release(w)
+        return rc
+
+    def encode(self, str text):
+        """Ids of `text` as DATA (list of int)."""
+        cdef IdVec out
+        memset(&out, 0, sizeof(IdVec))
         try:
-            if rc < 0:
+            if self.encode_text(text, &out) < 0:
                 raise MemoryError("out of memory while tokenizing")
             return idvec_to_list(&out, self._id_objects)
         finally:
@@ -247,20 +251,14 @@ cdef class NativeTokenizer:
 
     def count(self, str text):
         """Number of ids `encode(text)` would return, without building the list."""
-        cdef Py_ssize_t n
-        cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
         cdef IdVec out
-        cdef Worker *w = self.acquire()
-        cdef int rc
         memset(&out, 0, sizeof(IdVec))
-        with nogil:
-            rc = self.encode_data(w, <const uint8_t *> s, n, &out)
-        self.release(w)
-        n = out.len
-        idvec_free(&out)
-        if rc < 0:
-            raise MemoryError("out of memory while tokenizing")
-        return n
+        try:
+            if self.encode_text(text, &out) < 0:
+                raise MemoryError("out of memory while tokenizing")
+            return out.len
+        finally:
+            idvec_free(&out)
 
     def encode_segments(self, bytes data, const int64_t[::1] starts, const int64_t[::1] ends,
                         const int8_t[::1] kinds):
