@@ -263,6 +263,24 @@ cdef inline uint64_t heap_pop(uint64_t *heap, Py_ssize_t *size) noexcept nogil:
     return top
 
 
+cdef inline void join_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r, int32_t *left_rank,
+                           int32_t *right_rank) noexcept nogil:
+    """Merge the pair at pos (rank r) in the linked symbol list; give the ranks
+    of the two pairs it creates (INT32_MAX where there is none)."""
+    cdef int32_t *sym = w.sym
+    cdef int32_t *prv = w.aux
+    cdef int32_t *nxt = w.nxt
+    cdef int32_t right = nxt[pos]
+    cdef int32_t new_id = m.merge_new[r]
+    sym[pos] = new_id
+    sym[right] = -1
+    nxt[pos] = nxt[right]
+    if nxt[right] >= 0:
+        prv[nxt[right]] = pos
+    left_rank[0] = merge_rank(m, sym[prv[pos]], new_id) if prv[pos] >= 0 else INT32_MAX
+    right_rank[0] = merge_rank(m, new_id, sym[nxt[pos]]) if nxt[pos] >= 0 else INT32_MAX
+
+
 cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     """Heap method: merges w.sym[0:k] in place; dead symbols get id -1.
 
@@ -274,7 +292,7 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     cdef int32_t *nxt = w.nxt
     cdef uint64_t *heap = w.heap
     cdef Py_ssize_t size = 0, j
-    cdef int32_t r, new_id, pos, right
+    cdef int32_t r, pos, right, left_rank, right_rank
     cdef uint64_t top
     for j in range(k):
         prv[j] = <int32_t> (j - 1)
@@ -292,20 +310,11 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
             continue
         if merge_rank(m, sym[pos], sym[right]) != r:
             continue  # stale: this pair changed since the entry was pushed
-        new_id = m.merge_new[r]
-        sym[pos] = new_id
-        sym[right] = -1
-        nxt[pos] = nxt[right]
-        if nxt[right] >= 0:
-            prv[nxt[right]] = pos
-        if prv[pos] >= 0:
-            r = merge_rank(m, sym[prv[pos]], new_id)
-            if r != INT32_MAX:
-                heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> prv[pos])
-        if nxt[pos] >= 0:
-            r = merge_rank(m, new_id, sym[nxt[pos]])
-            if r != INT32_MAX:
-                heap_push(heap, &size, (<uint64_t> r << 32) | <uint64_t> pos)
+        join_pair(m, w, pos, r, &left_rank, &right_rank)
+        if left_rank != INT32_MAX:
+            heap_push(heap, &size, (<uint64_t> left_rank << 32) | <uint64_t> prv[pos])
+        if right_rank != INT32_MAX:
+            heap_push(heap, &size, (<uint64_t> right_rank << 32) | <uint64_t> pos)
 
 
 cdef int reserve_buckets(const BpeModel *m, Worker *w) noexcept nogil:
@@ -345,25 +354,12 @@ cdef inline void bucket_push(Worker *w, Py_ssize_t *count, Py_ssize_t *top_word,
 cdef inline void merge_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r, Py_ssize_t *count,
                             Py_ssize_t *top_word) noexcept nogil:
     """Merge the pair at pos (rank r) and queue the two pairs it creates."""
-    cdef int32_t *sym = w.sym
-    cdef int32_t *prv = w.aux
-    cdef int32_t *nxt = w.nxt
-    cdef int32_t right = nxt[pos]
-    cdef int32_t new_id = m.merge_new[r]
-    cdef int32_t r2
-    sym[pos] = new_id
-    sym[right] = -1
-    nxt[pos] = nxt[right]
-    if nxt[right] >= 0:
-        prv[nxt[right]] = pos
-    if prv[pos] >= 0:
-        r2 = merge_rank(m, sym[prv[pos]], new_id)
-        if r2 != INT32_MAX:
-            bucket_push(w, count, top_word, r2, prv[pos])
-    if nxt[pos] >= 0:
-        r2 = merge_rank(m, new_id, sym[nxt[pos]])
-        if r2 != INT32_MAX:
-            bucket_push(w, count, top_word, r2, pos)
+    cdef int32_t left_rank, right_rank
+    join_pair(m, w, pos, r, &left_rank, &right_rank)
+    if left_rank != INT32_MAX:
+        bucket_push(w, count, top_word, left_rank, w.aux[pos])
+    if right_rank != INT32_MAX:
+        bucket_push(w, count, top_word, right_rank, pos)
 
 
 cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:

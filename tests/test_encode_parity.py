@@ -107,14 +107,14 @@ def test_hypothesis_any_text(tok, hf_plain, text):
 
 
 def test_long_words_with_runs(tok, hf_plain):
-    """Long pieces (the rank-bucket method) with runs of identical symbols of every parity."""
+    """Long pieces (heap and rank-bucket methods) with runs of identical symbols of every parity."""
     import random
 
     rng = random.Random(7)
     texts = []
-    for _ in range(40):
+    for target in [100, 200, 500, 1000, 3000] * 8:  # the heap (96..1023 bytes) and bucket methods
         parts = []
-        while sum(map(len, parts)) < 3000:
+        while sum(map(len, parts)) < target:
             c = rng.choice("aabxyzéß中ー")
             parts.append(c * rng.choice([1, 2, 3, 4, 5, 7, 8, 16, 33]))
         texts.append("".join(parts))
