@@ -33,6 +33,7 @@ Oracles:
 from __future__ import annotations
 
 import json
+import importlib.util
 import os
 import sys
 from functools import lru_cache
@@ -40,7 +41,8 @@ from functools import lru_cache
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SRC = os.path.join(REPO, "src")
-if SRC not in sys.path and os.environ.get("QWEN4EXP_FUZZ_INSTALLED") != "1":
+# The installed qwen4exp if there is one (or PYTHONPATH=src), else the in-tree build.
+if importlib.util.find_spec("qwen4exp") is None and SRC not in sys.path:
     sys.path.insert(0, SRC)
 TOKENIZER_JSON = os.path.join(REPO, "vocab", "tokenizer.json")
 REGRESSIONS = os.path.join(REPO, "tests", "data", "fuzz_regressions")

@@ -229,7 +229,9 @@ def test_concurrency_soak_short():
 def _run_isolated(code: str):
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # The same qwen4exp as this process: the installed package, or src/ in-tree.
+    where = os.path.dirname(os.path.dirname(os.path.abspath(qwen4exp.__file__)))
+    env = dict(os.environ, PYTHONPATH=where + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
 
 
