@@ -34,6 +34,8 @@ _ROLES = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 # Structured parts the text-only artifact refuses (SPEC: "Content").
 _MEDIA_PARTS = frozenset({"image", "image_url", "video", "video_url", "audio", "input_audio"})
 _MISSING = object()
+# `type(x) is dict or isinstance(x, Mapping)`: the exact check first, since the
+# abstract-class check costs more than the rest of a message's validation.
 
 
 class Message(NamedTuple):
@@ -104,7 +106,7 @@ def _content(value: Any, i: int, optional: bool) -> str:
         texts = []
         for j, part in enumerate(value):
             pwhere = f"{where}[{j}]"
-            if not isinstance(part, Mapping):
+            if type(part) is not dict and not isinstance(part, Mapping):
                 raise ChatFormatError(
                     f"{pwhere}: a content part must be a dict, not {type(part).__name__}"
                 )
@@ -160,7 +162,7 @@ def _tool_calls(value: Any, i: int) -> tuple[tuple[str, str], ...]:
     calls = []
     for j, call in enumerate(value):
         cwhere = f"messages[{i}].tool_calls[{j}]"
-        if not isinstance(call, Mapping):
+        if type(call) is not dict and not isinstance(call, Mapping):
             raise ChatFormatError(f"{cwhere}: a tool call must be a dict, not {type(call).__name__}")
         kind = call.get("type", "function")
         if kind != "function":
@@ -168,7 +170,7 @@ def _tool_calls(value: Any, i: int) -> tuple[tuple[str, str], ...]:
         if "function" in call:
             fn = call["function"]
             cwhere += ".function"
-            if not isinstance(fn, Mapping):
+            if type(fn) is not dict and not isinstance(fn, Mapping):
                 raise ChatFormatError(
                     f"{cwhere}: must be a dict with 'name' and 'arguments', not {type(fn).__name__}"
                 )
@@ -224,7 +226,7 @@ def validate_request(
     system = None
     roles = _ROLES
     for i, msg in enumerate(messages):
-        if not isinstance(msg, Mapping):
+        if type(msg) is not dict and not isinstance(msg, Mapping):
             raise ChatFormatError(
                 f"messages[{i}]: a message must be a dict, not {type(msg).__name__}"
             )
