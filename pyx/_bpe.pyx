@@ -35,6 +35,22 @@ cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept
         i = (i + 1) & m.mask
 
 
+cdef inline int32_t pair_rank(const BpeModel *m, Worker *w, int32_t a, int32_t b) noexcept nogil:
+    """merge_rank through the worker's pair cache: the merge table is larger than
+    L2, while the pairs of one text repeat (the same script's bytes, the same
+    suffixes), so most lookups are answered from 32 KiB. Misses are cached too."""
+    cdef uint64_t key = pair_key(a, b)
+    cdef uint64_t i = (key * GOLDEN) >> (64 - PAIR_BITS)
+    cdef uint64_t entry = w.pairs[i]
+    cdef int32_t r
+    if (entry >> ID_BITS) == key:
+        r = <int32_t> (entry & FIELD)
+        return INT32_MAX if r == <int32_t> FIELD else r
+    r = merge_rank(m, a, b)
+    w.pairs[i] = (key << ID_BITS) | (FIELD if r == INT32_MAX else <uint64_t> r)
+    return r
+
+
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil:
     """Build the merge table: 0, -1 if allocation fails, -2 if an id or the
@@ -114,9 +130,15 @@ cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
     memset(w, 0, sizeof(Worker))
     if cache_slots > <Py_ssize_t> (PY_SSIZE_T_MAX // sizeof(CacheSlot)):
         return -1
+    w.pairs = <uint64_t *> q4_malloc((1 << PAIR_BITS) * sizeof(uint64_t))
+    if w.pairs == NULL:
+        return -1
+    memset(w.pairs, 0xFF, (1 << PAIR_BITS) * sizeof(uint64_t))
     if cache_slots > 0:
         w.cache = <CacheSlot *> q4_malloc(<size_t> cache_slots * sizeof(CacheSlot))
         if w.cache == NULL:
+            q4_free(w.pairs)
+            w.pairs = NULL
             return -1
         w.cache_mask = <uint64_t> cache_slots - 1
         worker_flush(w)
@@ -136,6 +158,7 @@ cdef void worker_free(Worker *w) noexcept nogil:
     q4_free(w.heap)
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)
+    q4_free(w.pairs)
     memset(w, 0, sizeof(Worker))
 
 
@@ -198,12 +221,15 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     return h | 1  # 0 marks an empty slot
 
 
-cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_ssize_t k) noexcept nogil:
-    """Array method for short pieces: returns the number of symbols left in sym."""
+cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
+    """Array method for short pieces: merges w.sym[0:k] in place (w.aux holds
+    the rank of each adjacent pair); returns the number of symbols left."""
+    cdef int32_t *sym = w.sym
+    cdef int32_t *rank = w.aux
     cdef Py_ssize_t j, best
     cdef int32_t best_rank
     for j in range(k - 1):
-        rank[j] = merge_rank(m, sym[j], sym[j + 1])
+        rank[j] = pair_rank(m, w, sym[j], sym[j + 1])
     while k > 1:
         best = -1
         best_rank = INT32_MAX
@@ -218,9 +244,9 @@ cdef Py_ssize_t merge_short(const BpeModel *m, int32_t *sym, int32_t *rank, Py_s
         memmove(&rank[best], &rank[best + 1], <size_t> (k - best - 2) * sizeof(int32_t))
         k -= 1
         if best > 0:
-            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best])
+            rank[best - 1] = pair_rank(m, w, sym[best - 1], sym[best])
         if best < k - 1:
-            rank[best] = merge_rank(m, sym[best], sym[best + 1])
+            rank[best] = pair_rank(m, w, sym[best], sym[best + 1])
     return k
 
 
@@ -437,7 +463,7 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
     for j in range(n):
         w.sym[j] = m.byte_ids[p[j]]
     if n < SHORT_PIECE:
-        k = merge_short(m, w.sym, w.aux, n)
+        k = merge_short(m, w, n)
         memcpy(out.data + out.len, w.sym, <size_t> k * sizeof(int32_t))
         out.len += k
     else:
