@@ -289,6 +289,14 @@ cdef inline uint64_t heap_pop(uint64_t *heap, Py_ssize_t *size) noexcept nogil:
     return top
 
 
+cdef inline void link_symbols(Worker *w, Py_ssize_t k) noexcept nogil:
+    """Doubly link w.sym[0:k] through w.aux (previous) and w.nxt (next)."""
+    cdef Py_ssize_t j
+    for j in range(k):
+        w.aux[j] = <int32_t> (j - 1)
+        w.nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
+
+
 cdef inline void join_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r, int32_t *left_rank,
                            int32_t *right_rank) noexcept nogil:
     """Merge the pair at pos (rank r) in the linked symbol list; give the ranks
@@ -320,9 +328,7 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     cdef Py_ssize_t size = 0, j
     cdef int32_t r, pos, right, left_rank, right_rank
     cdef uint64_t top
-    for j in range(k):
-        prv[j] = <int32_t> (j - 1)
-        nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
+    link_symbols(w, k)
     for j in range(k - 1):
         r = merge_rank(m, sym[j], sym[j + 1])
         if r != INT32_MAX:
@@ -403,9 +409,7 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
     cdef Py_ssize_t count = 0, top_word = 0, word, j
     cdef int32_t r, e, pos, q, x
     cdef uint64_t entry
-    for j in range(k):
-        prv[j] = <int32_t> (j - 1)
-        nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
+    link_symbols(w, k)
     for j in range(k - 1):
         r = merge_rank(m, sym[j], sym[j + 1])
         if r != INT32_MAX:

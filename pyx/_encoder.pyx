@@ -300,10 +300,7 @@ cdef class NativeTokenizer:
         cdef list results
         if count == 0:
             return []
-        streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
-        if streams == NULL:
-            raise MemoryError("out of memory preparing a batch")
-        memset(streams, 0, <size_t> count * sizeof(Stream))
+        streams = new_streams(count)
         try:
             for k in range(count):
                 s = PyUnicode_AsUTF8AndSize(texts[k], &n)
@@ -312,9 +309,7 @@ cdef class NativeTokenizer:
                 streams[k].m = -1
             return self.run_batch(streams, count, num_threads, True)
         finally:
-            for k in range(count):
-                idvec_free(&streams[k].ids)
-            q4_free(streams)
+            free_streams(streams, count)
 
     def encode_streams(self, list items, int num_threads):
         """Batch of segmented streams: items are (data, starts, ends, kinds) with
@@ -330,10 +325,7 @@ cdef class NativeTokenizer:
         cdef list results
         if count == 0:
             return []
-        streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
-        if streams == NULL:
-            raise MemoryError("out of memory preparing a batch")
-        memset(streams, 0, <size_t> count * sizeof(Stream))
+        streams = new_streams(count)
         try:
             for k in range(count):
                 data, starts, ends, kinds = items[k]
@@ -352,9 +344,7 @@ cdef class NativeTokenizer:
             # items keeps every buffer alive until we return
             return self.run_batch(streams, count, num_threads, False)
         finally:
-            for k in range(count):
-                idvec_free(&streams[k].ids)
-            q4_free(streams)
+            free_streams(streams, count)
 
 
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, bint as_lists):
@@ -500,6 +490,21 @@ cdef class NativeTokenizer:
             if self.atoms.ids[a] == t:
                 return a
         return -1
+
+
+cdef Stream *new_streams(Py_ssize_t count) except NULL:
+    cdef Stream *streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
+    if streams == NULL:
+        raise MemoryError("out of memory preparing a batch")
+    memset(streams, 0, <size_t> count * sizeof(Stream))
+    return streams
+
+
+cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept:
+    cdef Py_ssize_t k
+    for k in range(count):
+        idvec_free(&streams[k].ids)
+    q4_free(streams)
 
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects):
