@@ -39,6 +39,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from procstat import rss_kib  # noqa: E402
 TOKENIZER_JSON = ROOT / "vocab" / "tokenizer.json"
 SCALING_REQUIRED = 1.7
 LOAD_TARGET_S = 0.1
@@ -50,28 +53,13 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def _rss_kib():
-    vals = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                k, v = line.split(":", 1)
-                vals[k] = int(v.split()[0])
-    return vals["VmRSS"], vals["VmHWM"]
-
-
-# ---------------------------------------------------------------------------
-# children (one fresh process each)
-# ---------------------------------------------------------------------------
-
-
 def child_load(peer: str) -> dict:
     import numpy  # noqa: F401  the baseline
 
     if peer != "qwen4exp":
         sys.path.insert(0, str(HERE))
         import peers  # noqa: F401  (its own imports are stdlib; counted in the baseline)
-    rss0, _ = _rss_kib()
+    rss0, _ = rss_kib()
     before = set(sys.modules)
     t0 = time.perf_counter()
     if peer == "qwen4exp":
@@ -88,7 +76,7 @@ def child_load(peer: str) -> dict:
         p = peers.BUILDERS[peer]()
         desc = p.description
     t1 = time.perf_counter()
-    rss1, hwm1 = _rss_kib()
+    rss1, hwm1 = rss_kib()
     loaded = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in HEAVY_MODULES or m in HEAVY_MODULES)
     return {"seconds": t1 - t0, "rss_kib": rss1 - rss0, "peak_kib": hwm1 - rss0,
             "description": desc, "heavy": loaded}
@@ -97,12 +85,12 @@ def child_load(peer: str) -> dict:
 def child_import_only() -> dict:
     import numpy  # noqa: F401
 
-    rss0, _ = _rss_kib()
+    rss0, _ = rss_kib()
     t0 = time.perf_counter()
     import qwen4exp  # noqa: F401
 
     t1 = time.perf_counter()
-    rss1, _ = _rss_kib()
+    rss1, _ = rss_kib()
     return {"seconds": t1 - t0, "rss_kib": rss1 - rss0,
             "heavy": sorted(m for m in HEAVY_MODULES if m in sys.modules)}
 

@@ -30,6 +30,7 @@ if str(HERE) not in sys.path:
 
 import peers  # noqa: E402  (first: pins the HF thread env before tokenizers loads)
 import common  # noqa: E402
+from procstat import rss_kib  # noqa: E402
 import corpora  # noqa: E402
 
 
@@ -58,31 +59,14 @@ def fmt_s(x: float) -> str:
 # --------------------------------------------------------------------------
 
 
-def _rss_kib():
-    """(VmRSS, VmHWM) in KiB from /proc, or (ru_maxrss, ru_maxrss)."""
-    try:
-        vals = {}
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    k, v = line.split(":", 1)
-                    vals[k] = int(v.split()[0])
-        return vals["VmRSS"], vals["VmHWM"]
-    except (OSError, KeyError, ValueError):
-        import resource
-
-        m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return m, m
-
-
 def child_load(name: str) -> dict:
     import numpy  # noqa: F401  the baseline: python -c "import numpy"
 
-    rss0, _ = _rss_kib()
+    rss0, _ = rss_kib()
     t0 = time.perf_counter()
     peer = peers.BUILDERS[name]()  # import + construct + first encode
     t1 = time.perf_counter()
-    rss1, hwm1 = _rss_kib()
+    rss1, hwm1 = rss_kib()
     return {
         "seconds": t1 - t0,
         "rss_delta_kib": rss1 - rss0,
