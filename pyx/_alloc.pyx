@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Allocator with a test-only failure switch.
+"""Allocator, native threads and locks, with a test-only failure switch.
 
 `fail_allocation(k)` arms the switch: counting from then, the k-th call of
-q4_malloc/q4_realloc returns NULL (once). `fail_allocation(0)` disarms it.
+q4_malloc/q4_realloc/q4_lock_new returns NULL (once), or the k-th
+q4_start_thread does not start its thread. `fail_allocation(0)` disarms it.
 `allocations_seen()` tells how many allocations were counted since arming
 (arm with a huge k to only count), so a test can sweep k over every allocation a representative call makes.
 """
@@ -14,6 +15,16 @@ cdef extern from *:
     #define q4_atomic_inc(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
     """
     int64_t q4_atomic_inc(int64_t *p) nogil
+
+cdef extern from "pythread.h":
+    # Python's portable native threads and locks: usable without the GIL and
+    # without a Python thread state; waits restart after signals (never EINTR).
+    ctypedef void *PyThread_type_lock
+    unsigned long PyThread_start_new_thread(q4_thread_fn fn, void *arg) nogil
+    PyThread_type_lock PyThread_allocate_lock() nogil
+    void PyThread_free_lock(PyThread_type_lock lock) nogil
+    int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag) nogil
+    void PyThread_release_lock(PyThread_type_lock lock) nogil
 
 cdef int64_t _fail_at = 0
 cdef int64_t _count = 0
@@ -41,6 +52,32 @@ cdef void *q4_realloc(void *p, size_t n) noexcept nogil:
 
 cdef void q4_free(void *p) noexcept nogil:
     free(p)
+
+
+cdef bint q4_start_thread(q4_thread_fn fn, void *arg) noexcept nogil:
+    """Start fn(arg) on a new native thread; False if it could not start."""
+    if _should_fail():
+        return False
+    return PyThread_start_new_thread(fn, arg) != <unsigned long> -1
+
+
+cdef q4_lock q4_lock_new() noexcept nogil:
+    if _should_fail():
+        return NULL
+    return PyThread_allocate_lock()
+
+
+cdef void q4_lock_free(q4_lock lock) noexcept nogil:
+    PyThread_free_lock(lock)
+
+
+cdef void q4_lock_take(q4_lock lock) noexcept nogil:
+    """Acquire, waiting as long as it takes (signals do not interrupt it)."""
+    PyThread_acquire_lock(lock, 1)
+
+
+cdef void q4_lock_give(q4_lock lock) noexcept nogil:
+    PyThread_release_lock(lock)
 
 
 def fail_allocation(int64_t k):

@@ -13,13 +13,13 @@ from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import numpy as np
-import threading
 
-from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._alloc cimport q4_malloc, q4_free, q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_give
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
                             worker_flush, worker_free, bpe_encode_piece)
@@ -34,6 +34,7 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
+    WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
 
 # Error codes of the nogil loops (decoded into exceptions by the caller).
 cdef enum:
@@ -62,9 +63,22 @@ cdef struct Stream:
 cdef struct Batch:
     # Threads claim streams one at a time from `next`, so uneven streams
     # balance themselves; the caller converts finished streams meanwhile.
+    # `cancel` (set when the caller raises) makes every thread stop claiming.
     Stream *streams
     Py_ssize_t count
     Py_ssize_t next
+    int cancel
+
+
+cdef struct Helper:
+    # One native helper thread of a batch. It never touches Python: its worker
+    # is taken from the pool before it starts, and `finished` (held by the
+    # caller) is given back once it no longer touches the batch, so the caller
+    # can wait for it without the GIL and without being interruptible.
+    void *tok               # the NativeTokenizer (borrowed: the caller holds it)
+    Batch *batch
+    Worker *w
+    q4_lock finished
 
 
 cdef extern from *:
@@ -151,19 +165,28 @@ cdef class NativeTokenizer:
     # in between, so pushes and pops are atomic for Python threads.
 
     cdef Worker *acquire(self) except NULL:
+        cdef Worker *w = self.take_worker()
+        if w == NULL:
+            raise MemoryError("could not allocate a tokenizer worker and its cache")
+        return w
+
+    cdef Worker *take_worker(self) noexcept:
+        """An idle worker, or a new one; NULL when out of memory."""
         cdef Worker *w
         if self.pool_len > 0:
             self.pool_len -= 1
             return self.pool[self.pool_len]
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
-            raise MemoryError("could not allocate a tokenizer worker")
+            return NULL
         if worker_init(w, self.cache_slots) < 0:
             q4_free(w)
-            raise MemoryError("could not allocate a tokenizer cache")
+            return NULL
         return w
 
     cdef void release(self, Worker *w) noexcept:
+        if w == NULL:
+            return
         if self.pool_len < POOL_MAX:
             self.pool[self.pool_len] = w
             self.pool_len += 1
@@ -353,51 +376,81 @@ cdef class NativeTokenizer:
         The calling thread encodes too, then turns finished streams into Python
         objects (lists of ints, or arrays / fault tuples) while the others are
         still encoding. MemoryError if any stream ran out of memory.
+
+        The helpers are native threads that never run Python code, so nothing
+        can interrupt starting or waiting for them. A Python exception (a signal
+        handler raising between slices, a MemoryError while converting) sets
+        `cancel` and waits for every helper before the streams are freed.
         """
         cdef Batch batch
-        cdef Py_ssize_t k
-        cdef Worker *w
+        cdef Helper *helpers = NULL
+        cdef Py_ssize_t k, started = 0, converted = 0, spins
+        cdef Py_ssize_t want = max(0, min(num_threads, count) - 1)
+        cdef Worker *w = self.acquire()
         cdef list results = [None] * count
-        cdef bint out_of_memory = False
+        cdef bint out_of_memory = False, more = True
         cdef Stream *st
         batch.streams = streams
         batch.count = count
         batch.next = 0
-        num_threads = max(1, min(num_threads, count))
-        cdef Py_ssize_t converted = 0
-        cdef bint more = True
-        w = self.acquire()
-        started = []
+        batch.cancel = 0
         try:
-            for _ in range(num_threads - 1):
-                th = threading.Thread(target=self._claim_streams, args=(<size_t> &batch,), daemon=True)
-                th.start()  # if this fails, the threads already started and this one share the work
-                started.append(th)
-            # Encode a slice, then convert what is finished, so that building
-            # Python objects overlaps with the other threads' encoding.
+            if want:
+                # No Python code runs from here to the last start: the helpers
+                # that could be set up (workers, locks, threads) all run; on any
+                # shortage the threads already running share the work.
+                helpers = <Helper *> q4_malloc(<size_t> want * sizeof(Helper))
+                while helpers != NULL and started < want:
+                    if not self.start_helper(&helpers[started], &batch):
+                        break
+                    started += 1
             while more:
                 with nogil:
                     more = self.claim_streams(w, &batch, CONVERT_EVERY)
                 while converted < count and q4_is_done(&streams[converted].done):
                     out_of_memory |= self.convert(&streams[converted], results, converted, as_lists)
                     converted += 1
-            self.release(w)
-            w = NULL
+                PyErr_CheckSignals()  # lets Ctrl-C / a timeout handler stop a long batch
             for k in range(converted, count):
                 st = &streams[k]
-                if not q4_is_done(&st.done):
+                while not q4_is_done(&st.done):
                     with nogil:
-                        while not q4_is_done(&st.done):
+                        spins = 0
+                        while spins < WAIT_SPINS and not q4_is_done(&st.done):
                             sched_yield()
+                            spins += 1
+                    PyErr_CheckSignals()
                 out_of_memory |= self.convert(st, results, k, as_lists)
         finally:
-            if w != NULL:
-                self.release(w)
-            for th in started:
-                th.join()  # all streams are claimed, so they are only finishing
+            q4_mark_done(&batch.cancel)  # only matters to helpers still claiming (an exception)
+            with nogil:
+                for k in range(started):
+                    q4_lock_take(helpers[k].finished)
+            for k in range(started):
+                q4_lock_free(helpers[k].finished)
+                self.release(helpers[k].w)
+            q4_free(helpers)
+            self.release(w)
         if out_of_memory:
             raise MemoryError("out of memory while tokenizing a batch")
         return results
+
+    cdef bint start_helper(self, Helper *h, Batch *batch) noexcept:
+        """Set up and start one helper thread; False (nothing to undo) if impossible."""
+        h.tok = <void *> self
+        h.batch = batch
+        h.w = self.take_worker()
+        if h.w == NULL:
+            return False
+        h.finished = q4_lock_new()
+        if h.finished != NULL:
+            q4_lock_take(h.finished)
+            if q4_start_thread(run_helper, h):
+                return True
+            q4_lock_give(h.finished)
+            q4_lock_free(h.finished)
+        self.release(h.w)
+        return False
 
     cdef bint convert(self, Stream *st, list results, Py_ssize_t k, bint as_lists) except -1:
         """Store stream k's result; True if it ran out of memory."""
@@ -414,23 +467,15 @@ cdef class NativeTokenizer:
         idvec_free(&st.ids)
         return False
 
-    def _claim_streams(self, size_t address):
-        """Body of a helper thread of run_batch."""
-        cdef Worker *w
-        try:
-            w = self.acquire()
-        except MemoryError:
-            return  # the other threads claim the streams this one would have
-        with nogil:
-            self.claim_streams(w, <Batch *> address, -1)
-        self.release(w)
-
     cdef bint claim_streams(self, Worker *w, Batch *batch, Py_ssize_t budget) noexcept nogil:
-        """Claim and encode streams until none is left (returns False) or, when
-        budget >= 0, until about `budget` bytes were encoded (returns True)."""
+        """Claim and encode streams until none is left or the batch is
+        cancelled (returns False) or, when budget >= 0, until about `budget`
+        bytes were encoded (returns True)."""
         cdef Py_ssize_t k
         cdef Stream *st
         while True:
+            if q4_is_done(&batch.cancel):
+                return False
             k = q4_claim(&batch.next)
             if k >= batch.count:
                 return False
@@ -490,6 +535,13 @@ cdef class NativeTokenizer:
             if self.atoms.ids[a] == t:
                 return a
         return -1
+
+
+cdef void run_helper(void *arg) noexcept nogil:
+    """Body of a helper thread of run_batch (no GIL, no Python thread state)."""
+    cdef Helper *h = <Helper *> arg
+    (<NativeTokenizer> h.tok).claim_streams(h.w, h.batch, -1)
+    q4_lock_give(h.finished)  # the last touch: the caller may free h right after
 
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL:

@@ -264,16 +264,20 @@ def test_injected_failures_leak_nothing(name):
 
     warm_round()
     cold_round()
-    base = heap_in_use()
-    for _ in range(2):
+    # A leak grows the heap in every window; a one-off step (a helper thread's
+    # malloc arena reaching its size) shows in one window only, so the least
+    # growth over three windows is what a leak would raise.
+    grown = []
+    for _ in range(3):
+        base = heap_in_use()
         cold_round()
-    for _ in range(40):
-        warm_round()
-    grown = heap_in_use() - base
-    injected = 40 * n_warm + 2 * n_cold
+        for _ in range(14):
+            warm_round()
+        grown.append(heap_in_use() - base)
+    injected = 14 * n_warm + n_cold
     # a leak of even one small buffer per failure would show as >= 64 bytes each
-    assert grown < max(256 * 1024, 64 * injected), (
-        f"{name}: C heap grew by {grown} bytes over {injected} injected failures"
+    assert min(grown) < max(256 * 1024, 64 * injected), (
+        f"{name}: C heap grew by {grown} bytes over {injected} injected failures per window"
     )
 
 
