@@ -40,7 +40,7 @@ def _env(extra=None):
     return env
 
 
-def cli(*args, input=None, env=None, timeout=300):
+def cli(*args, input=None, env=None, timeout=300, cwd=REPO):
     """Run `python -m qwen4exp ARGS`; returns CompletedProcess (text mode)."""
     return subprocess.run(
         [sys.executable, "-m", "qwen4exp", *map(str, args)],
@@ -49,7 +49,7 @@ def cli(*args, input=None, env=None, timeout=300):
         text=True,
         encoding="utf-8",
         env=_env(env),
-        cwd=str(REPO),
+        cwd=str(cwd),
         timeout=timeout,
     )
 

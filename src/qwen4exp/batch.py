@@ -493,15 +493,10 @@ def cmd_batch(args) -> int:
     out_fmt = _format_of(args.output, args.format, "output")
     if args.output == "-":
         raise UsageError("OUT must be a file (it is written atomically)")
-    if args.input != "-" and os.path.exists(args.output) and os.path.exists(args.input):
-        if os.path.samefile(args.input, args.output):
-            raise UsageError("OUT must not be the input file")
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        raise UsageError(f"output directory {out_dir} does not exist")
     errors_path = args.errors
     if errors_path is None and args.on_error == "skip":
         errors_path = args.output + ".errors.jsonl"
+    check_paths(args.input, args.output, errors_path, getattr(args, "tokenizer", None))
     show_progress = (not args.quiet) and (
         args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
     )
@@ -626,6 +621,37 @@ def cmd_batch(args) -> int:
         )
         print(f"  wrote {args.output} ({out_fmt}, {sink.rows:,} rows)", file=sys.stderr)
     return EXIT_RECORDS_FAILED if failures else EXIT_OK
+
+
+def same_file(a: str, b: str) -> bool:
+    """True if paths a and b name one file: the same inode when both exist
+    (symlinks, hard links, ./ and ../ spellings), else the same resolved path
+    (a symlink to a file that does not exist yet)."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def check_paths(input_path: str, output: str, errors, tokenizer=None) -> None:
+    """Refuse a run that would write over one of its own inputs or outputs:
+    OUT and the errors file are replaced by rename, so aliasing IN, the
+    --tokenizer file or each other would destroy data."""
+    writes = [("OUT", output)] + ([("the errors file", errors)] if errors else [])
+    reads = [("the input file", input_path)] if input_path != "-" else []
+    if tokenizer:
+        reads.append(("the --tokenizer file", tokenizer))
+    for k, (wname, wpath) in enumerate(writes):
+        if os.path.isdir(wpath):
+            raise UsageError(f"{wname} {wpath} is a directory; name a file")
+        directory = os.path.dirname(os.path.abspath(wpath))
+        if not os.path.isdir(directory):
+            raise UsageError(f"{wname}'s directory {directory} does not exist")
+        for oname, opath in reads + writes[k + 1:]:
+            if same_file(wpath, opath):
+                raise UsageError(f"{wname} {wpath} is {oname} ({opath}): refusing to write over it")
 
 
 def _in_main_thread() -> bool:
