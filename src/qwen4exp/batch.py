@@ -21,9 +21,11 @@ from ._cli_common import (
     EXIT_RECORDS_FAILED,
     CliError,
     InputError,
+    JsonError,
     RecordError,
     UsageError,
     _tokenizer,
+    loads_json,
     request_from_json,
 )
 
@@ -130,6 +132,7 @@ def _make_record(obj, index, line, nbytes_hint=None) -> _Record:
 def _iter_jsonl(path: str, start_line: int = 1):
     """Yield (line number, raw line bytes) of the non-blank lines of a JSONL file."""
     import gzip
+    import zlib
 
     if path == "-":
         f = sys.stdin.buffer
@@ -145,7 +148,7 @@ def _iter_jsonl(path: str, start_line: int = 1):
         for raw in f:
             lineno += 1
             yield lineno, raw
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # unreadable, truncated or corrupt (.gz)
         raise InputError(f"cannot read {path}: {exc}") from None
     finally:
         if close:
@@ -179,7 +182,7 @@ class _JsonlSource:
                 line = raw.decode("utf-8")
                 if lineno == 1 and line.startswith("\ufeff"):
                     line = line[1:]  # a UTF-8 byte order mark
-                obj = json.loads(line)
+                obj = loads_json(line)
                 rec = _make_record(obj, index, lineno)
                 if rec.nbytes is None:
                     rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
@@ -268,7 +271,7 @@ class _ParquetSource:
             if struct[name]:
                 value = _strip_none(value)
             elif isinstance(value, (str, bytes)):
-                value = json.loads(value)
+                value = loads_json(value)
             obj[name] = value
         if isinstance(obj["messages"], dict) and "messages" in obj["messages"]:
             obj = {**obj["messages"], **{k: v for k, v in obj.items() if k != "messages"}}
@@ -279,17 +282,20 @@ class _ParquetSource:
 
 
 def _is_string(t) -> bool:
+    """A column of JSON text: any string or binary layout, plain or dictionary-encoded."""
     import pyarrow as pa
 
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or (
-        pa.types.is_large_binary(t)
-    )
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    kinds = ("is_string", "is_large_string", "is_string_view", "is_binary", "is_large_binary",
+             "is_binary_view")
+    return any(getattr(pa.types, k, lambda _: False)(t) for k in kinds)
 
 
 def _failure(exc: BaseException, index: int, line) -> _Failure:
     from .errors import Qwen4ExpError
 
-    if isinstance(exc, json.JSONDecodeError):
+    if isinstance(exc, JsonError):
         return _Failure(index, line, "JSONDecodeError", f"invalid JSON: {exc}")
     if isinstance(exc, UnicodeDecodeError):
         return _Failure(index, line, "UnicodeDecodeError", f"not valid UTF-8 (byte {exc.start})")

@@ -39,9 +39,11 @@ from ._cli_common import (
     EXIT_USAGE,
     CliError,
     InputError,
+    JsonError,
     RecordError,
     UsageError,
     _tokenizer,
+    loads_json,
     request_from_json,
 )
 from .batch import cmd_batch  # the `batch` pipeline lives in its own module
@@ -100,8 +102,8 @@ def _load_request(path: str, args=None):
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte order mark
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
+        obj = loads_json(text)
+    except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
     try:
         messages, options = request_from_json(obj, where, warn_unknown=True)
@@ -355,8 +357,8 @@ def _parse_ids(text: str, where: str) -> list[int]:
     s = text.strip()
     if s.startswith("["):
         try:
-            ids = json.loads(s)
-        except json.JSONDecodeError as exc:
+            ids = loads_json(s)
+        except JsonError as exc:
             raise InputError(f"{where}: invalid JSON list of ids: {exc}") from None
         if not isinstance(ids, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in ids

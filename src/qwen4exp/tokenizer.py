@@ -128,8 +128,8 @@ class Tokenizer:
             try:
                 self._load_compiled(cached, cache_size, expect_sha=digest)
                 return self
-            except (OSError, ValueError, KeyError):
-                pass  # a damaged cache entry: recompile below
+            except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
+                pass
         try:
             arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
         except _vocab_compile.VocabFormatError as exc:
@@ -157,6 +157,7 @@ class Tokenizer:
             raise ValueError(f"{path}: compiled vocabulary has an unknown format version")
         if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
             raise ValueError(f"{path}: checksum does not match its tokenizer.json")
+        _vocab_compile.check_compiled(arrays)
         self._init_arrays(arrays, cache_size)
 
     def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
