@@ -8,7 +8,9 @@ TRUSTED_CONTROL only resolves exact atoms.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
+import threading
 import types
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,20 +56,24 @@ def _text_error(text: str, where: str) -> TextEncodingError:
 class TokenBuffer:
     """A growable int32 token buffer that only changes when a call fully succeeds.
 
-    `.array` is a read-only view of the committed tokens.
+    `.array` is a read-only view of the committed tokens. One buffer may be
+    shared between threads: each append (and clear) is atomic, so appends from
+    several threads are all kept, each one whole, in some order.
     """
 
-    __slots__ = ("_buf", "_len")
+    __slots__ = ("_buf", "_len", "_lock")
 
     def __init__(self, capacity: int = 1024) -> None:
-        if not isinstance(capacity, int) or capacity < 0:
-            raise ValueError("capacity must be a non-negative int")
-        self._buf = np.empty(max(capacity, 16), dtype=np.int32)
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise ValueError(f"capacity must be a non-negative int, not {capacity!r}")
+        self._buf = np.empty(max(int(capacity), 16), dtype=np.int32)
         self._len = 0
+        self._lock = threading.Lock()
 
     @property
     def array(self) -> np.ndarray:
-        view = self._buf[: self._len]
+        with self._lock:
+            view = self._buf[: self._len]
         view.flags.writeable = False
         return view
 
@@ -75,23 +81,28 @@ class TokenBuffer:
         return self._len
 
     def clear(self) -> None:
-        self._len = 0
+        with self._lock:
+            self._len = 0
 
     def tolist(self) -> list[int]:
-        return self._buf[: self._len].tolist()
+        with self._lock:
+            return self._buf[: self._len].tolist()
 
     def _append(self, ids: np.ndarray) -> None:
         """Commit ids at the end. Anything that can fail happens before the commit."""
-        need = self._len + len(ids)
-        buf = self._buf
-        if need > len(buf):
-            buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
-            buf[: self._len] = self._buf[: self._len]
-        buf[self._len : need] = ids
-        self._buf, self._len = buf, need
+        with self._lock:
+            need = self._len + len(ids)
+            buf = self._buf
+            if need > len(buf):
+                buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
+                buf[: self._len] = self._buf[: self._len]
+            buf[self._len : need] = ids
+            self._buf, self._len = buf, need
 
     def __repr__(self) -> str:
-        return f"TokenBuffer({self._len} tokens)"
+        head = self._buf[: min(self._len, 8)].tolist()
+        more = ", ..." if self._len > 8 else ""
+        return f"TokenBuffer({self._len} tokens: [{', '.join(map(str, head))}{more}])"
 
 
 class Tokenizer:
@@ -161,10 +172,13 @@ class Tokenizer:
         self._init_arrays(arrays, cache_size)
 
     def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or not 0 <= cache_size <= _CACHE_MAX:
+        if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)) or not (
+            0 <= cache_size <= _CACHE_MAX
+        ):
             raise ValueError(
                 f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
             )
+        cache_size = operator.index(cache_size)
         slots = 1 << max(cache_size - 1, 0).bit_length() if cache_size else 0
         self._native = NativeTokenizer(
             arrays["token_bytes"],
@@ -197,10 +211,12 @@ class Tokenizer:
         """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
         return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
 
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
+
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
+        text = _exact_str(text, "encode()")
         try:
             return self._native.encode(text)
         except UnicodeEncodeError:
@@ -208,8 +224,7 @@ class Tokenizer:
 
     def count(self, text: str) -> int:
         """len(encode(text)), without building the list."""
-        if not isinstance(text, str):
-            raise TypeError(f"count() takes a str, not {type(text).__name__}")
+        text = _exact_str(text, "count()")
         try:
             return self._native.count(text)
         except UnicodeEncodeError:
@@ -217,10 +232,10 @@ class Tokenizer:
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """encode() of each text, in order, on `num_threads` native threads (default: all CPUs)."""
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"encode_batch(): texts[{i}] is {type(t).__name__}, not str")
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch() takes a sequence of str, not a single "
+                            f"{type(texts).__name__} (use encode() for one text)")
+        texts = [_exact_str(t, f"encode_batch(): texts[{i}]") for i, t in enumerate(texts)]
         threads = _thread_count(num_threads)
         try:
             return self._native.encode_batch(texts, threads)
@@ -316,15 +331,25 @@ def _raise_fault(fault, data: bytes, starts: np.ndarray, ends: np.ndarray):
     raise SegmentError(_GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data)))
 
 
+def _exact_str(text, where: str) -> str:
+    """text as an exact str: a subclass (numpy.str_, or one overriding methods)
+    is copied, so the native core and the error paths see plain text."""
+    if type(text) is str:
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"{where} takes a str, not {type(text).__name__}")
+    return str.__str__(text)
+
+
 def _thread_count(num_threads: int | None) -> int:
     if num_threads is None:
         try:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:
             return os.cpu_count() or 1
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
-    return min(num_threads, _THREADS_MAX)
+    return min(operator.index(num_threads), _THREADS_MAX)
 
 
 def _ids_array(ids: Iterable[int]) -> np.ndarray:
@@ -362,8 +387,8 @@ def _segment_arrays(segments: Iterable[Segment]):
         for name, v in (("start", start), ("end", end)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
-            if not -_INT64_MAX <= v <= _INT64_MAX:
-                raise SegmentError(f"segment {i}: {name} {v} is out of range")
+            if not 0 <= v <= _INT64_MAX:
+                raise SegmentError(f"segment {i}: {name} {v} is out of range (negative or past 2**63)")
         if not isinstance(kind, Kind):
             raise SegmentError(
                 f"segment {i} has an unknown kind {kind!r} "
