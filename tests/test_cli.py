@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -529,72 +527,6 @@ def test_batch_empty_input(tmp_path):
     r = cli("batch", src, out)
     assert r.returncode == 0, r.stderr
     assert _read_parquet(out) == ([], [], [])
-
-
-def test_batch_interrupt_hook_leaves_nothing(tmp_path, jsonl_in):
-    for name in ("out.parquet", "out.jsonl"):
-        out = tmp_path / name
-        r = cli("batch", jsonl_in, out, "--chunk-size", "20",
-                env={"QWEN4EXP_TEST_INTERRUPT_AFTER_CHUNKS": "3"})
-        assert r.returncode == 130, r.stderr
-        assert "interrupted" in r.stderr
-        assert not out.exists()
-        assert not _no_temp_files(tmp_path)
-
-
-def test_batch_sigint_leaves_nothing(tmp_path, jsonl_in):
-    """A real Ctrl-C (SIGINT) in the middle of a run."""
-    out = tmp_path / "out.parquet"
-    existing_tmp = set(_no_temp_files(tmp_path))
-    p = subprocess.Popen(
-        [sys.executable, "-m", "qwen4exp", "batch", str(jsonl_in), str(out), "--chunk-size", "10"],
-        env=_env({"QWEN4EXP_TEST_CHUNK_DELAY": "0.2"}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # Our own process may run with SIGINT ignored (e.g. in the background):
-        # give the child Python's usual Ctrl-C handling.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        deadline = time.monotonic() + 120
-        # Wait until it is writing (its temporary file exists) and a chunk is done.
-        while not set(_no_temp_files(tmp_path)) - existing_tmp:
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.5)
-        assert p.poll() is None, "finished before it could be interrupted"
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 130, err
-    assert "interrupted" in err
-    assert not out.exists()
-    assert not _no_temp_files(tmp_path)
-
-
-def test_batch_sigterm_leaves_nothing(tmp_path, jsonl_in):
-    out = tmp_path / "out.jsonl"
-    p = subprocess.Popen(
-        [sys.executable, "-m", "qwen4exp", "batch", str(jsonl_in), str(out), "--chunk-size", "10"],
-        env=_env({"QWEN4EXP_TEST_CHUNK_DELAY": "0.2"}),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not _no_temp_files(tmp_path):
-            assert p.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 128 + signal.SIGTERM, err
-    assert not out.exists() and not _no_temp_files(tmp_path)
 
 
 def test_batch_progress_bar(tmp_path, jsonl_in):

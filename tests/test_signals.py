@@ -112,3 +112,79 @@ def test_signal_storm_during_native_batch(kind, source, period):
 def test_signal_storm_during_native_batch_long(kind, source, period):
     done, interrupted = _storm(kind, source, period, 15.0)
     assert done > 0 or period < 0.001
+
+
+# ---------------------------------------------------------------- every stop signal in `qwen4exp batch`
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from qwen4exp.batch import STOP_SIGNALS  # noqa: E402
+from test_cli import _env  # noqa: E402
+
+RECORD = b'{"messages": [{"role": "user", "content": "hello world"}]}\n{"text": "plain text"}\n'
+
+
+def _stop_mid_run(tmp_path, signum, out_name):
+    """Start `batch - OUT` reading a pipe we hold open, wait until it has written
+    a chunk to its temporary file, send `signum`; returns (exit code, stderr)."""
+    out = tmp_path / out_name
+    p = subprocess.Popen(
+        [sys.executable, "-m", "qwen4exp", "batch", "-", str(out), "--chunk-size", "4"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        # a child of a background job may start with SIGINT ignored: restore defaults
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)],
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            p.stdin.write(RECORD * 8)
+            p.stdin.flush()
+            tmps = [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+            if tmps and os.path.getsize(tmp_path / tmps[0]) > 0:
+                break  # mid-run: OUT's temporary file holds written chunks
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read()
+            time.sleep(0.05)
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err.decode()
+
+
+COMMON_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT)
+
+
+@pytest.mark.parametrize("signum", COMMON_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_stop_signal_mid_batch_leaves_nothing(tmp_path, signum):
+    _check_stopped(tmp_path, signum)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [s for s in STOP_SIGNALS if s not in COMMON_SIGNALS],
+                         ids=lambda s: signal.Signals(s).name)
+def test_every_other_stop_signal_mid_batch_leaves_nothing(tmp_path, signum):
+    _check_stopped(tmp_path, signum)
+
+
+def _check_stopped(tmp_path, signum):
+    code, err = _stop_mid_run(tmp_path, signum, "out.parquet")
+    assert code == 128 + signum, err
+    assert ("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}") in err
+    assert "Traceback" not in err
+    assert os.listdir(tmp_path) == []  # no OUT, no errors file, no temporary file
+
+
+@pytest.mark.parametrize("out_name", ["out.jsonl", "out.parquet"])
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_stop_signal_keeps_an_existing_out(tmp_path, signum, out_name):
+    (tmp_path / out_name).write_bytes(b"previous run")
+    code, err = _stop_mid_run(tmp_path, signum, out_name)
+    assert code == 128 + signum, err
+    assert os.listdir(tmp_path) == [out_name]
+    assert (tmp_path / out_name).read_bytes() == b"previous run"

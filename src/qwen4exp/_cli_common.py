@@ -41,6 +41,19 @@ class RecordError(Exception):
     """A batch record of the wrong shape or type (reported as `RecordError`)."""
 
 
+def need_module(module: str):
+    """Import an optional dependency of the CLI, or explain how to get it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(
+            f"this command needs {module.split('.')[0]}, which is not installed: "
+            'pip install "qwen4exp[cli]"'
+        ) from None
+
+
 class JsonError(RecordError):
     """Input that is not strict JSON (reported as `JSONDecodeError`)."""
 

@@ -15,6 +15,8 @@ Exit codes (the same for every command):
     3    input error: unreadable or malformed input file, a rejected request or record
          (batch --on-error stop: nothing is written)
     130  interrupted (Ctrl-C; batch leaves no output and no temporary file)
+    128+N  batch stopped by signal N (129 SIGHUP, 131 SIGQUIT, 143 SIGTERM, ...):
+         no output, no temporary file
 
 pyarrow and tqdm (the `cli` extra) are only imported by `batch`, and only when
 it needs them; `import qwen4exp` never imports this module.
@@ -56,6 +58,7 @@ exit codes:
   3    input error (unreadable/malformed input, a rejected request or record;
        batch --on-error stop writes nothing)
   130  interrupted (Ctrl-C): batch leaves no output and no temporary file
+  128+N  batch stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise
 """
 
 CHAT_INPUT_HELP = (
@@ -533,7 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
         "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
         "by extension or --format. OUT is written to a temporary file beside it and\n"
-        "renamed at the end: on --on-error stop, Ctrl-C or SIGTERM no OUT appears (an\n"
+        "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
         "existing OUT is left as it was) and the temporary file is removed.\n\n"
         "Records are processed in chunks: chats are rendered in Python, then chunks\n"
         "are encoded with encode_batch / encode_chats on --threads native threads.\n"
