@@ -23,8 +23,8 @@ from qwen4exp._alloc cimport q4_malloc, q4_free, q4_start_thread, q4_lock, q4_lo
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
                             worker_flush, worker_free, bpe_encode_piece)
-from qwen4exp._atoms cimport (AtomTable, atoms_init, atoms_free, atoms_parse, ATOMS_OK,
-                              ATOMS_NO_MEMORY, ATOMS_UNKNOWN)
+from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
+from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end
@@ -35,13 +35,6 @@ cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
     WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
-
-# Error codes of the nogil loops (decoded into exceptions by the caller).
-cdef enum:
-    RC_OK = 0
-    RC_NO_MEMORY = -1
-    RC_GEOMETRY = -2
-    RC_UNKNOWN_CONTROL = -3
 
 
 cdef struct Stream:
@@ -240,12 +233,11 @@ cdef class NativeTokenizer:
                     return rc
             else:
                 rc = atoms_parse(&self.atoms, data + starts[k], ends[k] - starts[k], out, bad)
-                if rc == ATOMS_NO_MEMORY:
-                    return RC_NO_MEMORY
-                if rc == ATOMS_UNKNOWN:
+                if rc == RC_UNKNOWN_CONTROL:
                     geo.segment = k
                     geo.offset = starts[k] + bad[0]
-                    return RC_UNKNOWN_CONTROL
+                if rc != RC_OK:
+                    return rc
         return RC_OK
 
     # -- Python entry points ---------------------------------------------------
@@ -287,8 +279,8 @@ cdef class NativeTokenizer:
                         const int8_t[::1] kinds):
         """Ids of a segmented stream as a new int32 array.
 
-        Returns (array, None) on success or (None, (code, segment, offset)) on a
-        geometry / unknown-control fault; MemoryError on allocation failure.
+        Returns (array, None) on success or (None, fault tuple) on a geometry /
+        unknown-control fault (see fault_tuple); MemoryError on allocation failure.
         """
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), m = starts.shape[0], bad = 0
         cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
@@ -307,10 +299,8 @@ cdef class NativeTokenizer:
         try:
             if rc == RC_NO_MEMORY:
                 raise MemoryError("out of memory while tokenizing segments")
-            if rc == RC_GEOMETRY:
-                return None, (int(geo.code), geo.segment, geo.offset)
-            if rc == RC_UNKNOWN_CONTROL:
-                return None, (-1, geo.segment, geo.offset)
+            if rc != RC_OK:
+                return None, fault_tuple(rc, &geo)
             return idvec_to_array(&out), None
         finally:
             idvec_free(&out)
@@ -320,7 +310,6 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t count = len(texts), k, n
         cdef Stream *streams
         cdef const char *s
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
@@ -345,7 +334,6 @@ cdef class NativeTokenizer:
         cdef const int64_t[::1] en_view
         cdef const int8_t[::1] ki_view
         cdef bytes data
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
@@ -456,10 +444,8 @@ cdef class NativeTokenizer:
         """Store stream k's result; True if it ran out of memory."""
         if st.rc == RC_NO_MEMORY:
             return True
-        if st.rc == RC_GEOMETRY:
-            results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
-        elif st.rc == RC_UNKNOWN_CONTROL:
-            results[k] = (-1, st.geo.segment, st.geo.offset)
+        if st.rc != RC_OK:
+            results[k] = fault_tuple(st.rc, &st.geo)
         elif as_lists:
             results[k] = idvec_to_list(&st.ids, self._id_objects)
         else:
@@ -542,6 +528,11 @@ cdef void run_helper(void *arg) noexcept nogil:
     cdef Helper *h = <Helper *> arg
     (<NativeTokenizer> h.tok).claim_streams(h.w, h.batch, -1)
     q4_lock_give(h.finished)  # the last touch: the caller may free h right after
+
+
+cdef tuple fault_tuple(int rc, GeoError *geo):
+    """(Fault, GeoCode or 0, segment, offset): what qwen4exp.tokenizer.fault_error reads."""
+    return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
 
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL:

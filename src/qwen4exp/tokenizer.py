@@ -19,6 +19,8 @@ import numpy as np
 
 from . import _vocab_compile
 from ._encoder import NativeTokenizer
+from ._faults import Fault
+from ._geometry import GeoCode
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
 
@@ -30,17 +32,19 @@ _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
+# One message per native geometry code (pyx/_geometry.pxd, GeoCode).
 _GEOMETRY_MESSAGES = {
-    1: "bytes are not valid UTF-8 at byte {offset}",
-    2: "data is {n} bytes but no segments cover it",
-    3: "segment {segment} is empty (starts at byte {offset})",
-    4: "gap before segment {segment}: bytes from {offset} are not covered",
-    5: "segment {segment} overlaps the previous one (starts at byte {offset})",
-    6: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
-    7: "segments end at byte {offset} but the data is {n} bytes",
-    8: "segment {segment} has an unknown kind",
-    9: "segment {segment} has the same kind as the previous one (merge them); starts at byte {offset}",
-    10: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
+    GeoCode.GEO_BAD_UTF8: "bytes are not valid UTF-8 at byte {offset}",
+    GeoCode.GEO_NO_SEGMENTS: "data is {n} bytes but no segments cover it",
+    GeoCode.GEO_EMPTY: "segment {segment} is empty (starts at byte {offset})",
+    GeoCode.GEO_GAP: "gap before segment {segment}: bytes from {offset} are not covered",
+    GeoCode.GEO_OVERLAP: "segment {segment} overlaps the previous one (starts at byte {offset})",
+    GeoCode.GEO_PAST_END: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
+    GeoCode.GEO_SHORT: "segments end at byte {offset} but the data is {n} bytes",
+    GeoCode.GEO_BAD_KIND: "segment {segment} has an unknown kind",
+    GeoCode.GEO_UNMERGED: "segment {segment} has the same kind as the previous one (merge them); "
+    "starts at byte {offset}",
+    GeoCode.GEO_SPLIT_CHAR: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
 }
 
 
@@ -300,10 +304,8 @@ class Tokenizer:
         for i, r in enumerate(results):
             if isinstance(r, tuple):
                 data, starts, ends, _ = items[i]
-                try:
-                    _raise_fault(r, data, starts, ends)
-                except (SegmentError, UnknownControlError) as exc:
-                    raise type(exc)(f"chats[{i}]: {exc}") from None
+                exc = fault_error(r, data, starts, ends)
+                raise type(exc)(f"chats[{i}]: {exc}")
         return results
 
     def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
@@ -315,20 +317,23 @@ class Tokenizer:
         ids, fault = self._native.encode_segments(data, starts, ends, kinds)
         if fault is None:
             return ids
-        _raise_fault(fault, data, starts, ends)
+        raise fault_error(fault, data, starts, ends)
 
 
-def _raise_fault(fault, data: bytes, starts: np.ndarray, ends: np.ndarray):
-    """Turn a native fault tuple (code, segment, offset) into the SPEC's exception."""
-    code, segment, offset = fault
-    if code == -1:
+def fault_error(fault, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Qwen4ExpError:
+    """The exception for a native fault tuple (Fault, GeoCode, segment, offset):
+    the one place native result codes become Python errors."""
+    code, geo, segment, offset = fault
+    if code == Fault.RC_UNKNOWN_CONTROL:
         seg = data[starts[segment] : ends[segment]]
-        raise UnknownControlError(
+        return UnknownControlError(
             f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
             f"a concatenation of known atoms: no atom matches at byte {offset} "
             f"({seg[offset - starts[segment]:][:24]!r})"
         )
-    raise SegmentError(_GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data)))
+    if code == Fault.RC_GEOMETRY:
+        return SegmentError(_GEOMETRY_MESSAGES[geo].format(segment=segment, offset=offset, n=len(data)))
+    raise AssertionError(f"unexpected native fault {fault!r}")
 
 
 def _exact_str(text, where: str) -> str:
