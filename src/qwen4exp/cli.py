@@ -156,7 +156,9 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    return "TRUSTED_CONTROL" if int(kind) == 1 else "DATA"
+    from .segments import Kind
+
+    return Kind(kind).name
 
 
 def _short(text: str, width: int) -> str:
