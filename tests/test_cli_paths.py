@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
-from conftest import TOKENIZER_JSON
 from qwen4exp.cli import main
 from test_cli import _no_temp_files, cli
 
@@ -74,7 +72,8 @@ def test_batch_refuses_aliased_paths(tmp_path, monkeypatch, capsys, written, oth
     }
     with open(tmp_path / files["in"], "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
-    shutil.copyfile(TOKENIZER_JSON, tmp_path / files["tokenizer"])
+    # every case is refused before the tokenizer is read: any file will do
+    (tmp_path / files["tokenizer"]).write_text("{}")
     if written == "default_errors":
         # IN is named like OUT's default errors file
         os.rename(tmp_path / files["in"], tmp_path / "out.jsonl.errors.jsonl")

@@ -100,9 +100,8 @@ def _storm(kind, source, period, seconds):
 
 @pytest.mark.parametrize("kind", ["texts", "chats"])
 @pytest.mark.parametrize("source", ["sigint", "sigalrm"])
-@pytest.mark.parametrize("period", [0.0004, 0.003])
-def test_signal_storm_during_native_batch(kind, source, period):
-    _storm(kind, source, period, 1.0)
+def test_signal_storm_during_native_batch(kind, source):
+    _storm(kind, source, 0.001, 1.5)
 
 
 @pytest.mark.slow
@@ -180,8 +179,8 @@ def _check_stopped(tmp_path, signum):
     assert os.listdir(tmp_path) == []  # no OUT, no errors file, no temporary file
 
 
-@pytest.mark.parametrize("out_name", ["out.jsonl", "out.parquet"])
-@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+@pytest.mark.parametrize("signum,out_name", [(signal.SIGHUP, "out.jsonl"), (signal.SIGTERM, "out.parquet")],
+                         ids=["SIGHUP-jsonl", "SIGTERM-parquet"])
 def test_stop_signal_keeps_an_existing_out(tmp_path, signum, out_name):
     (tmp_path / out_name).write_bytes(b"previous run")
     code, err = _stop_mid_run(tmp_path, signum, out_name)
