@@ -353,3 +353,26 @@ def test_tampered_tokenizer_via_cli(tmp_path, capsys, monkeypatch, vocab_json, f
     path.write_text(json.dumps(_tamper(vocab_json, field, value)), encoding="utf-8", errors="surrogatepass")
     code, err = _run(capsys, "encode", "-t", "hi", "--tokenizer", path)
     assert code == 2 and f"--tokenizer {path}" in err
+
+
+@pytest.mark.parametrize("out_name", ["out.jsonl", "out.parquet"])
+def test_output_write_failure_is_one_line(tmp_path, out_name):
+    """A full disk / file-size limit while writing OUT (RLIMIT_FSIZE: EFBIG):
+    exit 3 with one line, no traceback, no OUT and no temporary file."""
+    import resource
+    import subprocess
+    import sys
+
+    from test_cli import _env
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(_jsonl_bytes(3_000))
+    limit = 16 * 1024
+    r = subprocess.run(
+        [sys.executable, "-m", "qwen4exp", "batch", str(src), str(tmp_path / out_name), "--chunk-size", "500"],
+        capture_output=True, text=True, env=_env(), timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
+    assert r.returncode == 3, r.stderr
+    assert f"cannot write {tmp_path / out_name}" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
