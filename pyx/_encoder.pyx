@@ -1,6 +1,8 @@
 # cython: language_level=3
 """The native tokenizer: one object owning the merge table, the atom table,
-the token spellings and a pool of per-thread workers (cache + scratch).
+the token spellings and a pool of per-thread workers (cache + scratch), and
+the Python entry points. Batches run on the scheduler (pyx/_scheduler.pyx),
+which calls back into encode_one / convert_list / convert_array here.
 
 Python validates and converts arguments, then each entry point runs one
 `with nogil:` loop over C buffers and raises only after leaving it. A worker
@@ -13,13 +15,13 @@ from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import numpy as np
 
-from qwen4exp._alloc cimport q4_malloc, q4_free, q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_give
+from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
                             worker_flush, worker_free, bpe_encode_piece)
@@ -33,58 +35,6 @@ cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
-    CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
-    WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
-
-
-cdef struct Stream:
-    # One unit of batch work: input bytes (plain DATA text when m < 0, else a
-    # segmented stream of m segments) in, ids or a fault out.
-    const uint8_t *data
-    Py_ssize_t n
-    const int64_t *starts
-    const int64_t *ends
-    const int8_t *kinds
-    Py_ssize_t m
-    IdVec ids
-    int rc
-    GeoError geo
-    Py_ssize_t bad
-    int done                # set (release) once ids/rc are final
-
-
-cdef struct Batch:
-    # Threads claim streams one at a time from `next`, so uneven streams
-    # balance themselves; the caller converts finished streams meanwhile.
-    # `cancel` (set when the caller raises) makes every thread stop claiming.
-    Stream *streams
-    Py_ssize_t count
-    Py_ssize_t next
-    int cancel
-
-
-cdef struct Helper:
-    # One native helper thread of a batch. It never touches Python: its worker
-    # is taken from the pool before it starts, and `finished` (held by the
-    # caller) is given back once it no longer touches the batch, so the caller
-    # can wait for it without the GIL and without being interruptible.
-    void *tok               # the NativeTokenizer (borrowed: the caller holds it)
-    Batch *batch
-    Worker *w
-    q4_lock finished
-
-
-cdef extern from *:
-    """
-    #include <sched.h>
-    #define q4_claim(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
-    #define q4_mark_done(p) __atomic_store_n((p), 1, __ATOMIC_RELEASE)
-    #define q4_is_done(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-    """
-    Py_ssize_t q4_claim(Py_ssize_t *p) nogil
-    void q4_mark_done(int *p) nogil
-    int q4_is_done(int *p) nogil
-    int sched_yield() nogil
 
 
 cdef class NativeTokenizer:
@@ -359,125 +309,29 @@ cdef class NativeTokenizer:
 
 
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, bint as_lists):
-        """Encode every stream on num_threads threads; convert results in order.
-
-        The calling thread encodes too, then turns finished streams into Python
-        objects (lists of ints, or arrays / fault tuples) while the others are
-        still encoding. MemoryError if any stream ran out of memory.
-
-        The helpers are native threads that never run Python code, so nothing
-        can interrupt starting or waiting for them. A Python exception (a signal
-        handler raising between slices, a MemoryError while converting) sets
-        `cancel` and waits for every helper before the streams are freed.
-        """
-        cdef Batch batch
-        cdef Helper *helpers = NULL
-        cdef Py_ssize_t k, started = 0, converted = 0, spins
-        cdef Py_ssize_t want = max(0, min(num_threads, count) - 1)
-        cdef Worker *w = self.acquire()
-        cdef list results = [None] * count
-        cdef bint out_of_memory = False, more = True
-        cdef Stream *st
-        batch.streams = streams
-        batch.count = count
-        batch.next = 0
-        batch.cancel = 0
+        """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
+        one pooled worker each, and return their results as lists of ints
+        (as_lists) or int32 arrays / fault tuples."""
+        cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
+        cdef Worker *single = self.acquire()
+        cdef Worker **workers = <Worker **> q4_malloc(<size_t> want * sizeof(Worker *))
+        if workers == NULL:
+            workers = &single  # no room for more workers: this thread does it all
+            want = 1
+        workers[0] = single
+        while n < want:
+            workers[n] = self.take_worker()
+            if workers[n] == NULL:
+                break  # the threads that have a worker share the work
+            n += 1
         try:
-            if want:
-                # No Python code runs from here to the last start: the helpers
-                # that could be set up (workers, locks, threads) all run; on any
-                # shortage the threads already running share the work.
-                helpers = <Helper *> q4_malloc(<size_t> want * sizeof(Helper))
-                while helpers != NULL and started < want:
-                    if not self.start_helper(&helpers[started], &batch):
-                        break
-                    started += 1
-            while more:
-                with nogil:
-                    more = self.claim_streams(w, &batch, CONVERT_EVERY)
-                while converted < count and q4_is_done(&streams[converted].done):
-                    out_of_memory |= self.convert(&streams[converted], results, converted, as_lists)
-                    converted += 1
-                PyErr_CheckSignals()  # lets Ctrl-C / a timeout handler stop a long batch
-            for k in range(converted, count):
-                st = &streams[k]
-                while not q4_is_done(&st.done):
-                    with nogil:
-                        spins = 0
-                        while spins < WAIT_SPINS and not q4_is_done(&st.done):
-                            sched_yield()
-                            spins += 1
-                    PyErr_CheckSignals()
-                out_of_memory |= self.convert(st, results, k, as_lists)
+            return run_streams(streams, count, workers, n, encode_one,
+                               convert_list if as_lists else convert_array, <void *> self)
         finally:
-            q4_mark_done(&batch.cancel)  # only matters to helpers still claiming (an exception)
-            with nogil:
-                for k in range(started):
-                    q4_lock_take(helpers[k].finished)
-            for k in range(started):
-                q4_lock_free(helpers[k].finished)
-                self.release(helpers[k].w)
-            q4_free(helpers)
-            self.release(w)
-        if out_of_memory:
-            raise MemoryError("out of memory while tokenizing a batch")
-        return results
-
-    cdef bint start_helper(self, Helper *h, Batch *batch) noexcept:
-        """Set up and start one helper thread; False (nothing to undo) if impossible."""
-        h.tok = <void *> self
-        h.batch = batch
-        h.w = self.take_worker()
-        if h.w == NULL:
-            return False
-        h.finished = q4_lock_new()
-        if h.finished != NULL:
-            q4_lock_take(h.finished)
-            if q4_start_thread(run_helper, h):
-                return True
-            q4_lock_give(h.finished)
-            q4_lock_free(h.finished)
-        self.release(h.w)
-        return False
-
-    cdef bint convert(self, Stream *st, list results, Py_ssize_t k, bint as_lists) except -1:
-        """Store stream k's result; True if it ran out of memory."""
-        if st.rc == RC_NO_MEMORY:
-            return True
-        if st.rc != RC_OK:
-            results[k] = fault_tuple(st.rc, &st.geo)
-        elif as_lists:
-            results[k] = idvec_to_list(&st.ids, self._id_objects)
-        else:
-            results[k] = idvec_to_array(&st.ids)
-        idvec_free(&st.ids)
-        return False
-
-    cdef bint claim_streams(self, Worker *w, Batch *batch, Py_ssize_t budget) noexcept nogil:
-        """Claim and encode streams until none is left or the batch is
-        cancelled (returns False) or, when budget >= 0, until about `budget`
-        bytes were encoded (returns True)."""
-        cdef Py_ssize_t k
-        cdef Stream *st
-        while True:
-            if q4_is_done(&batch.cancel):
-                return False
-            k = q4_claim(&batch.next)
-            if k >= batch.count:
-                return False
-            st = &batch.streams[k]
-            if st.m < 0:
-                st.rc = self.encode_data(w, st.data, st.n, &st.ids)
-            else:
-                st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
-                                           &st.ids, &st.geo, &st.bad)
-            if st.rc < 0:
-                idvec_free(&st.ids)  # a failed stream returns no partial ids
-            q4_mark_done(&st.done)
-            if budget >= 0:
-                budget -= st.n + 64
-                if budget < 0:
-                    return True
+            for k in range(n):
+                self.release(workers[k])
+            if workers != &single:
+                q4_free(workers)
 
     def decode_bytes(self, const int32_t[::1] ids):
         """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""
@@ -523,31 +377,35 @@ cdef class NativeTokenizer:
         return -1
 
 
-cdef void run_helper(void *arg) noexcept nogil:
-    """Body of a helper thread of run_batch (no GIL, no Python thread state)."""
-    cdef Helper *h = <Helper *> arg
-    (<NativeTokenizer> h.tok).claim_streams(h.w, h.batch, -1)
-    q4_lock_give(h.finished)  # the last touch: the caller may free h right after
+cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
+    """The scheduler's encode callback: one stream, DATA text or segmented."""
+    if st.m < 0:
+        return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)
+    return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
+                                                 &st.ids, &st.geo, &st.bad)
+
+
+cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """The scheduler's convert callback for encode_batch: a list of ints."""
+    if st.rc == RC_NO_MEMORY:
+        return True
+    results[k] = idvec_to_list(&st.ids, (<NativeTokenizer> ctx)._id_objects)
+    idvec_free(&st.ids)
+    return False
+
+
+cdef bint convert_array(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """The scheduler's convert callback for encode_streams: an int32 array or a fault tuple."""
+    if st.rc == RC_NO_MEMORY:
+        return True
+    results[k] = fault_tuple(st.rc, &st.geo) if st.rc != RC_OK else idvec_to_array(&st.ids)
+    idvec_free(&st.ids)
+    return False
 
 
 cdef tuple fault_tuple(int rc, GeoError *geo):
     """(Fault, GeoCode or 0, segment, offset): what qwen4exp.tokenizer.fault_error reads."""
     return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
-
-
-cdef Stream *new_streams(Py_ssize_t count) except NULL:
-    cdef Stream *streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
-    if streams == NULL:
-        raise MemoryError("out of memory preparing a batch")
-    memset(streams, 0, <size_t> count * sizeof(Stream))
-    return streams
-
-
-cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept:
-    cdef Py_ssize_t k
-    for k in range(count):
-        idvec_free(&streams[k].ids)
-    q4_free(streams)
 
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects):
