@@ -1,11 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Allocator with a test-only failure switch.
+"""Allocator with a test-only failure switch (docs/FORMAT.md, "Transactions").
 
 `fail_allocation(k)` arms the switch: counting from then, the k-th call of
 q4_malloc/q4_realloc returns NULL (once). `fail_allocation(0)` disarms it.
 `allocations_seen()` tells how many allocations were counted since arming
-(arm with a huge k to only count), so a test can sweep k over every allocation a representative call makes.
+(arm with a huge k to only count), so a test can sweep k over every
+allocation a representative call makes.
+
+The switch is out of reach of production callers: it only works in a process
+whose environment had QWEN4EXP_FAULT_INJECTION=1 when qwen4exp was first
+imported (tests/conftest.py and tools/run_sanitizers.sh set it); anywhere else
+both hooks raise RuntimeError and the allocator never fails on purpose.
 """
+import os
+
 from libc.stdlib cimport malloc, realloc, free
 from libc.stdint cimport int64_t
 
@@ -17,6 +25,8 @@ cdef extern from *:
 
 cdef int64_t _fail_at = 0
 cdef int64_t _count = 0
+# Read once, at import: setting the variable later does not arm anything.
+cdef bint _enabled = os.environ.get("QWEN4EXP_FAULT_INJECTION") == "1"
 
 
 cdef inline bint _should_fail() noexcept nogil:
@@ -43,9 +53,23 @@ cdef void q4_free(void *p) noexcept nogil:
     free(p)
 
 
+def _require_enabled():
+    if not _enabled:
+        raise RuntimeError(
+            "allocation fault injection is a test hook: it is disabled unless "
+            "QWEN4EXP_FAULT_INJECTION=1 is set before qwen4exp is imported"
+        )
+
+
+def fault_injection_enabled():
+    """Whether this process may arm the switch (QWEN4EXP_FAULT_INJECTION=1 at import)."""
+    return bool(_enabled)
+
+
 def fail_allocation(int64_t k):
     """Test hook: make the k-th native allocation from now fail (0 disarms)."""
     global _fail_at, _count
+    _require_enabled()
     if k < 0:
         raise ValueError("k must be >= 0")
     _count = 0
@@ -54,4 +78,5 @@ def fail_allocation(int64_t k):
 
 def allocations_seen():
     """Test hook: native allocations counted since the switch was armed."""
+    _require_enabled()
     return _count

@@ -5,6 +5,9 @@ import os
 
 import pytest
 
+# The allocation-fault switch (qwen4exp._alloc) only arms in a process that had
+# this set when qwen4exp was first imported: conftest loads before any test.
+os.environ["QWEN4EXP_FAULT_INJECTION"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -255,11 +255,18 @@ except (ValueError, MemoryError) as exc:
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-1500:]}"
 
 
-def test_huge_num_threads_is_a_value_error_or_works():
-    """num_threads is documented as any positive int; 2**40 must not raise OverflowError."""
+def test_huge_num_threads_is_clamped():
+    """num_threads is any positive int; above 1024 it is clamped to 1024 (documented in
+    encode_batch): 2**40 neither raises OverflowError nor tries to start 2**40 threads."""
+    from qwen4exp.tokenizer import _THREADS_MAX, _thread_count
+
     tok = common.tokenizer()
-    try:
-        out = tok.encode_batch(["a b", "c"], num_threads=2**40)
-    except ValueError:
-        return
-    assert out == [tok.encode("a b"), tok.encode("c")]
+    assert _THREADS_MAX == 1024
+    assert [_thread_count(n) for n in (1, 1024, 1025, 2**40, 2**200)] == [1, 1024, 1024, 1024, 1024]
+    texts = ["a b", "c", "", "\u4e2d\u6587 x"] * 8
+    assert tok.encode_batch(texts, num_threads=2**40) == [tok.encode(t) for t in texts]
+    chats = [qwen4exp.SegmentBuilder().text(t or "x").build() for t in texts]
+    assert [a.tolist() for a in tok.encode_chats(chats, num_threads=2**40)] == [tok.encode(t or "x") for t in texts]
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ValueError):
+            tok.encode_batch(texts, num_threads=bad)

@@ -215,7 +215,8 @@ class Tokenizer:
             raise _text_error(text, "count()") from None
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """encode() of each text, in order, on `num_threads` native threads (default: all CPUs)."""
+        """encode() of each text, in order, on `num_threads` native threads (default: all
+        CPUs; a larger request than 1024 is clamped to 1024)."""
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
