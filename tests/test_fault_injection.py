@@ -2,7 +2,8 @@
 
 `qwen4exp._alloc.fail_allocation(k)` makes the k-th native allocation from
 then on fail (a test hook: it only arms in a process started with
-QWEN4EXP_FAULT_INJECTION=1, which tests/conftest.py sets). For each representative call we count the allocations it makes
+QWEN4EXP_FAULT_INJECTION=1, which tests/conftest.py sets). For each
+representative call we count the allocations it makes
 (arming with a huge k only counts), then fail each one in turn and check:
 
 * the call raises MemoryError, or succeeds with exactly the right result

@@ -2,7 +2,7 @@
 
 * Every input that ever made a fuzz harness fail is kept under
   tests/data/fuzz_regressions/<harness>/ (raw harness bytes, or a .json case)
-  and replayed here through the same oracle (fuzz/common.py).
+  and replayed here through the same oracle (fuzz/harness.py).
 * The harnesses' `run_<name>(bytes)` functions are driven by hypothesis
   (`st.binary()`), so the CI slice fuzzes without atheris; the long runs are
   `python fuzz/run_all.py --seconds 600` (see fuzz/README.md).
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "fuzz"))
 
-import common  # noqa: E402  (fuzz/common.py)
+import harness as fuzz_harness  # noqa: E402  (fuzz/harness.py)
 
 import qwen4exp  # noqa: E402
 from qwen4exp import Kind, Segment, TokenBuffer  # noqa: E402
@@ -34,55 +34,53 @@ FUZZ_SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), der
 
 # ---------------------------------------------------------------- regressions
 
-REGRESSION_FILES = common.regression_files()
+REGRESSION_FILES = fuzz_harness.regression_files()
 
 
 @pytest.mark.parametrize(
     "harness,path", REGRESSION_FILES, ids=[f"{h}/{os.path.basename(p)}" for h, p in REGRESSION_FILES]
 )
 def test_fuzz_regression(harness, path):
-    common.replay_file(harness, path)
+    fuzz_harness.replay_file(harness, path)
 
 
 def test_regression_corpus_is_present():
     assert {h for h, _ in REGRESSION_FILES} >= {"encode", "segments", "chat", "decode"}
 
 
-@pytest.mark.parametrize("harness", common.HARNESSES)
+@pytest.mark.parametrize("harness", fuzz_harness.HARNESSES)
 def test_seed_corpus_replays(harness):
     d = os.path.join(REPO, "fuzz", "corpus", harness)
     files = sorted(os.listdir(d))
     assert files
     for f in files[:40]:
         with open(os.path.join(d, f), "rb") as fh:
-            common.RUNNERS[harness](fh.read())
+            fuzz_harness.RUNNERS[harness](fh.read())
 
 
 # ---------------------------------------------------------------- hypothesis drivers
 
 
-@settings(max_examples=800, **FUZZ_SETTINGS)
-@given(st.binary(max_size=600))
-def test_fuzz_encode_bytes(data):
-    common.run_encode(data)
+# Raw bytes into each harness's decoder (the most bytes each decoder usefully reads).
+BINARY_SIZES = {"encode": 600, "segments": 600, "chat": 800, "decode": 400}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY_SIZES))
+def test_fuzz_bytes(name):
+    run = fuzz_harness.RUNNERS[name]
+
+    @settings(max_examples=800, **FUZZ_SETTINGS)
+    @given(st.binary(max_size=BINARY_SIZES[name]))
+    def drive(data):
+        run(data)
+
+    drive()
 
 
 @settings(max_examples=300, **FUZZ_SETTINGS)
 @given(st.text(max_size=300))
 def test_fuzz_encode_text(text):
-    common.check_encode(text)
-
-
-@settings(max_examples=800, **FUZZ_SETTINGS)
-@given(st.binary(max_size=600))
-def test_fuzz_segments(data):
-    common.run_segments(data)
-
-
-@settings(max_examples=800, **FUZZ_SETTINGS)
-@given(st.binary(max_size=800))
-def test_fuzz_chat(data):
-    common.run_chat(data)
+    fuzz_harness.check_encode(text)
 
 
 _json = st.recursive(
@@ -121,20 +119,14 @@ _message = st.fixed_dictionaries(
     st.booleans(),
 )
 def test_fuzz_chat_structured(messages, tools, agp, thinking):
-    common.check_chat(messages, {"tools": tools, "add_generation_prompt": agp, "enable_thinking": thinking})
-
-
-@settings(max_examples=800, **FUZZ_SETTINGS)
-@given(st.binary(max_size=400))
-def test_fuzz_decode(data):
-    common.run_decode(data)
+    fuzz_harness.check_chat(messages, {"tools": tools, "add_generation_prompt": agp, "enable_thinking": thinking})
 
 
 @settings(max_examples=300, **FUZZ_SETTINGS)
 @given(st.lists(st.integers(min_value=-(2**40), max_value=2**40) | st.sampled_from(range(151640, 151672)),
                 max_size=40))
 def test_fuzz_decode_ints(ids):
-    common.check_decode(ids)
+    fuzz_harness.check_decode(ids)
 
 
 # ---------------------------------------------------------------- hand-picked hostile inputs
@@ -160,7 +152,7 @@ HOSTILE_TEXTS = [
 
 @pytest.mark.parametrize("text", HOSTILE_TEXTS, ids=range(len(HOSTILE_TEXTS)))
 def test_hostile_texts_match_reference(text):
-    common.check_encode(text)
+    fuzz_harness.check_encode(text)
 
 
 @pytest.mark.parametrize(
@@ -181,11 +173,11 @@ def test_hostile_texts_match_reference(text):
     ],
 )
 def test_hostile_segments_leave_buffer_untouched(segments):
-    common.check_segments(b"hello", segments, [1, 2, 3])
+    fuzz_harness.check_segments(b"hello", segments, [1, 2, 3])
 
 
 def test_hostile_data_types():
-    tok = common.tokenizer()
+    tok = fuzz_harness.tokenizer()
     buf = TokenBuffer()
     for data in ("hello", None, 5, ["h"]):
         with pytest.raises(TypeError):
@@ -199,11 +191,11 @@ def test_hostile_data_types():
 
 
 def test_control_segment_of_every_atom_pair():
-    atoms = list(common.tokenizer().atoms)
+    atoms = list(fuzz_harness.tokenizer().atoms)
     for a in atoms:
         for b in atoms[::5]:
             data = (a + b).encode()
-            common.check_segments(data, [Segment(0, len(data), Kind.TRUSTED_CONTROL)])
+            fuzz_harness.check_segments(data, [Segment(0, len(data), Kind.TRUSTED_CONTROL)])
 
 
 # ---------------------------------------------------------------- short soak
@@ -260,7 +252,7 @@ def test_huge_num_threads_is_clamped():
     encode_batch): 2**40 neither raises OverflowError nor tries to start 2**40 threads."""
     from qwen4exp.tokenizer import _THREADS_MAX, _thread_count
 
-    tok = common.tokenizer()
+    tok = fuzz_harness.tokenizer()
     assert _THREADS_MAX == 1024
     assert [_thread_count(n) for n in (1, 1024, 1025, 2**40, 2**200)] == [1, 1024, 1024, 1024, 1024]
     texts = ["a b", "c", "", "\u4e2d\u6587 x"] * 8

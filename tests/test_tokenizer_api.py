@@ -180,3 +180,12 @@ def test_cache_off_and_flush_give_same_ids():
     assert b.encode(text) == ref
     b.flush_cache()
     assert b.encode(text) == ref
+
+
+def test_byte_level_alphabet_matches_the_reference():
+    """The vocabulary compiler's ByteLevel table equals the test side's restatement of
+    GPT-2's rule (tests/_hf_reference.py), which the decode oracle uses."""
+    import _hf_reference
+    from qwen4exp._vocab_compile import byte_level_alphabet
+
+    assert byte_level_alphabet() == _hf_reference.byte_decoder()
