@@ -1,4 +1,4 @@
-"""The provenance-preserving chat renderer (SPEC.md, "The Qwen4Exp chat format").
+"""The provenance-preserving chat renderer (docs/FORMAT.md, section 3).
 
 The oracle (tests/data/chat_oracle.json) is checked two ways: the renderer must
 reproduce it, and every accepted case is verified independently of the

@@ -197,7 +197,11 @@ class Tokenizer:
         return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
 
     def encode(self, text: str) -> list[int]:
-        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded."""
+        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded.
+
+        A list, like the plain-text APIs of HF tokenizers and tiktoken; the
+        stream and chat forms return int32 arrays (docs/FORMAT.md, section 7).
+        """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, not {type(text).__name__}")
         try:
@@ -254,11 +258,13 @@ class Tokenizer:
     # -- segments ------------------------------------------------------------
 
     def encode_segments(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
-        """Ids of a caller-built segmented stream (numpy int32)."""
+        """Ids of a caller-built segmented stream: a numpy int32 array, like every
+        stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
     def encode_chat(self, chat: RenderedChat) -> np.ndarray:
-        """Ids of a rendered chat (numpy int32): each segment tokenized on its own."""
+        """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
+        array, what model inputs and the batch output take (docs/FORMAT.md, section 7)."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
         return self._encode_arrays(chat.data, *chat._segment_arrays())
@@ -304,7 +310,7 @@ class Tokenizer:
 
 
 def _raise_fault(fault, data: bytes, starts: np.ndarray, ends: np.ndarray):
-    """Turn a native fault tuple (code, segment, offset) into the SPEC's exception."""
+    """Turn a native fault tuple (code, segment, offset) into its exception (docs/FORMAT.md, section 5)."""
     code, segment, offset = fault
     if code == -1:
         seg = data[starts[segment] : ends[segment]]
