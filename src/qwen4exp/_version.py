@@ -13,7 +13,7 @@ import os
 import re
 from importlib import metadata
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.realpath(__file__))
 _PYPROJECT = os.path.join(_HERE, os.pardir, os.pardir, "pyproject.toml")
 
 
@@ -22,7 +22,7 @@ def _installed() -> str | None:
         dist = metadata.distribution("qwen4exp")
     except metadata.PackageNotFoundError:
         return None
-    installed_init = os.path.abspath(str(dist.locate_file(os.path.join("qwen4exp", "__init__.py"))))
+    installed_init = os.path.realpath(str(dist.locate_file(os.path.join("qwen4exp", "__init__.py"))))
     if installed_init != os.path.join(_HERE, "__init__.py"):
         return None  # another copy is installed; this one is a source tree
     return dist.version
