@@ -189,3 +189,25 @@ def test_byte_level_alphabet_matches_the_reference():
     from qwen4exp._vocab_compile import byte_level_alphabet
 
     assert byte_level_alphabet() == _hf_reference.byte_decoder()
+
+
+def test_one_return_type_per_family(tok, hf_plain):
+    """docs/FORMAT.md, section 7: plain text gives lists of Python ints, streams and
+    chats give 1-D int32 arrays; decode takes either."""
+    text = "it's <|im_end|> 中文"
+    ids = tok.encode(text)
+    assert type(ids) is list and all(type(i) is int for i in ids)
+    assert ids == hf_plain.encode(text, add_special_tokens=False).ids
+    batch = tok.encode_batch([text, ""], num_threads=2)
+    assert type(batch) is list and batch == [ids, []]
+    chat = qwen4exp.SegmentBuilder().text(text).build()
+    arrays = [tok.encode_chat(chat), tok.encode_segments(chat.data, chat.segments),
+              *tok.encode_chats([chat, chat], num_threads=2)]
+    buf = qwen4exp.TokenBuffer()
+    tok.encode_segments_into(chat.data, chat.segments, buf)
+    arrays.append(buf.array)
+    for arr in arrays:
+        assert isinstance(arr, np.ndarray) and arr.dtype == np.int32 and arr.ndim == 1
+        assert arr.tolist() == ids
+    assert not buf.array.flags.writeable
+    assert tok.decode(ids) == tok.decode(arrays[0]) == text
