@@ -43,3 +43,18 @@ def hf_nfc():
     from tokenizers import normalizers
 
     return normalizers.NFC().normalize_str
+
+
+def run_isolated(code: str, *args: str, timeout: float = 120, env: dict | None = None):
+    """Run `python -c code args...` against the same qwen4exp as this process
+    (installed, or src/ in-tree), so that a crash cannot take pytest down."""
+    import subprocess
+    import sys
+
+    import qwen4exp
+
+    where = os.path.dirname(os.path.dirname(os.path.abspath(qwen4exp.__file__)))
+    full_env = dict(os.environ, PYTHONPATH=where + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)

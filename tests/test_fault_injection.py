@@ -32,6 +32,8 @@ import qwen4exp
 from qwen4exp import SegmentBuilder, TokenBuffer, Tokenizer, _alloc
 from qwen4exp.chat import render_chat
 
+from conftest import run_isolated
+
 HUGE = 10**15
 
 NON_NFC = ("e\u0301 cafe\u0301 \u1100\u1161\u11a8 A\u030a \u0958 \u212b " * 300)[:6000]
@@ -292,13 +294,6 @@ def test_fault_switch_counts_and_disarms():
 def test_fault_switch_is_out_of_reach_without_the_test_environment():
     """A production process (no QWEN4EXP_FAULT_INJECTION=1 at import) cannot arm the
     switch, even by setting the variable later; the allocator never fails on purpose."""
-    import os
-    import subprocess
-    import sys
-
-    src = os.path.dirname(os.path.dirname(os.path.abspath(qwen4exp.__file__)))
-    env = {k: v for k, v in os.environ.items() if k != "QWEN4EXP_FAULT_INJECTION"}
-    env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     code = (
         "import os, qwen4exp\n"
         "from qwen4exp import _alloc\n"
@@ -313,7 +308,7 @@ def test_fault_switch_is_out_of_reach_without_the_test_environment():
         "        raise SystemExit(hook.__name__ + ' worked outside tests')\n"
         "print(qwen4exp.Tokenizer().encode('e\\u0301 ok'))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    r = run_isolated(code, env={"QWEN4EXP_FAULT_INJECTION": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(Tokenizer().encode("e\u0301 ok"))
     assert _alloc.fault_injection_enabled()  # this test process: conftest set it

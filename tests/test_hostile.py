@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(REPO, "fuzz"))
 import harness as fuzz_harness  # noqa: E402  (fuzz/harness.py)
 
 import qwen4exp  # noqa: E402
+from conftest import run_isolated  # noqa: E402
 from qwen4exp import Kind, Segment, TokenBuffer  # noqa: E402
 
 FUZZ_SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
@@ -218,15 +219,6 @@ def test_concurrency_soak_short():
 # ---------------------------------------------------------------- hostile options (crash-safe: subprocess)
 
 
-def _run_isolated(code: str):
-    import subprocess
-
-    # The same qwen4exp as this process: the installed package, or src/ in-tree.
-    where = os.path.dirname(os.path.dirname(os.path.abspath(qwen4exp.__file__)))
-    env = dict(os.environ, PYTHONPATH=where + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-
-
 @pytest.mark.parametrize(
     "cache_size,outcome",
     [("2**62", "refused"), ("2**63", "refused"), ("2**61 + 1", "refused"), ("2**40", "refused"),
@@ -249,7 +241,7 @@ else:
     assert ids == qwen4exp.Tokenizer().encode("hello world, this is a test"), ids
     print("ok")
 """
-    proc = _run_isolated(code)
+    proc = run_isolated(code)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-1500:]}"
     assert proc.stdout.split(":")[0].strip() == outcome, proc.stdout
     if outcome == "refused":
