@@ -1,12 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Allocator, native threads and locks, with a test-only failure switch.
+"""Allocator, native threads and locks, with a test-only failure switch
+(docs/RELIABILITY.md, fault injection).
 
 `fail_allocation(k)` arms the switch: counting from then, the k-th call of
 q4_malloc/q4_realloc/q4_lock_new returns NULL (once), or the k-th
 q4_start_thread does not start its thread. `fail_allocation(0)` disarms it.
 `allocations_seen()` tells how many allocations were counted since arming
-(arm with a huge k to only count), so a test can sweep k over every allocation a representative call makes.
+(arm with a huge k to only count), so a test can sweep k over every
+allocation a representative call makes.
+
+The switch is out of reach of production callers: it only works in a process
+whose environment had QWEN4EXP_FAULT_INJECTION=1 when qwen4exp was first
+imported (tests/conftest.py and tools/run_sanitizers.sh set it); anywhere else
+both hooks raise RuntimeError and the allocator never fails on purpose.
 """
+import os
+
 from libc.stdlib cimport malloc, realloc, free
 from libc.stdint cimport int64_t
 
@@ -28,6 +37,8 @@ cdef extern from "pythread.h":
 
 cdef int64_t _fail_at = 0
 cdef int64_t _count = 0
+# Read once, at import: setting the variable later does not arm anything.
+cdef bint _enabled = os.environ.get("QWEN4EXP_FAULT_INJECTION") == "1"
 
 
 cdef inline bint _should_fail() noexcept nogil:
@@ -80,9 +91,23 @@ cdef void q4_lock_give(q4_lock lock) noexcept nogil:
     PyThread_release_lock(lock)
 
 
+def _require_enabled():
+    if not _enabled:
+        raise RuntimeError(
+            "allocation fault injection is a test hook: it is disabled unless "
+            "QWEN4EXP_FAULT_INJECTION=1 is set before qwen4exp is imported"
+        )
+
+
+def fault_injection_enabled():
+    """Whether this process may arm the switch (QWEN4EXP_FAULT_INJECTION=1 at import)."""
+    return bool(_enabled)
+
+
 def fail_allocation(int64_t k):
     """Test hook: make the k-th native allocation from now fail (0 disarms)."""
     global _fail_at, _count
+    _require_enabled()
     if k < 0:
         raise ValueError("k must be >= 0")
     _count = 0
@@ -91,4 +116,5 @@ def fail_allocation(int64_t k):
 
 def allocations_seen():
     """Test hook: native allocations counted since the switch was armed."""
+    _require_enabled()
     return _count

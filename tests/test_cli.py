@@ -158,18 +158,32 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2
 
 
-def test_module_and_console_entry_point():
-    """`python -m qwen4exp` and the console script `qwen4exp.cli:main` are one thing."""
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'qwen4exp = "qwen4exp.cli:main"' in text
-    from qwen4exp import cli as cli_mod
+def _console_script() -> str:
+    """The installed `qwen4exp` console script (pip writes it beside the interpreter)."""
+    import shutil
+    import sysconfig
 
-    assert callable(cli_mod.main)
-    r = subprocess.run(
-        [sys.executable, "-c", "import sys; from qwen4exp.cli import main; sys.exit(main(['count', '-t', 'hello world']))"],
-        capture_output=True, text=True, env=_env(),
-    )
-    assert r.returncode == 0 and r.stdout.strip() == "2"
+    path = os.pathsep.join([sysconfig.get_path("scripts"), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    script = shutil.which("qwen4exp", path=path)
+    assert script, "no `qwen4exp` console script: install the package (pip install '.[test]')"
+    return script
+
+
+def test_module_and_console_entry_point():
+    """The installed console script and `python -m qwen4exp` run the same program."""
+    script = _console_script()
+    for args in (["--version"], ["count", "-t", "hello world"], ["encode", "--text", "it's <|im_end|>"]):
+        via_script = subprocess.run([script, *args], capture_output=True, text=True, env=_env(), timeout=120)
+        via_module = cli(*args)
+        assert via_script.returncode == via_module.returncode == 0, via_script.stderr + via_module.stderr
+        assert via_script.stdout == via_module.stdout
+    assert json.loads(via_module.stdout) == qwen4exp.Tokenizer().encode("it's <|im_end|>")
+    assert cli("count", "-t", "hello world").stdout.strip() == str(qwen4exp.Tokenizer().count("hello world"))
+    # --version names the package version (importlib.metadata, or pyproject in a source tree)
+    assert cli("--version").stdout.split() == ["qwen4exp", qwen4exp.__version__]
+    # a usage error exits 2 through both
+    r = subprocess.run([script, "no-such-command"], capture_output=True, text=True, env=_env(), timeout=120)
+    assert r.returncode == cli("no-such-command").returncode == 2
 
 
 def test_import_does_not_load_cli_dependencies():

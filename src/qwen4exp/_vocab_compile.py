@@ -16,7 +16,7 @@ import numpy as np
 
 FORMAT_VERSION = 1
 
-# The Qwen pattern (SPEC.md). The native pre-tokenizer implements exactly this
+# The Qwen pattern (docs/FORMAT.md, section 2). The native pre-tokenizer implements exactly this
 # pattern; any other pattern in a tokenizer.json is refused.
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"

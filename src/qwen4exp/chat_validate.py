@@ -1,4 +1,4 @@
-"""Validation of a chat request for the Qwen4Exp chat format (SPEC.md).
+"""Validation of a chat request for the Qwen4Exp chat format (docs/FORMAT.md, section 3).
 
 `validate_request` checks a whole request before a single byte is rendered and
 returns it normalised: every caller string checked for lone surrogates, content
@@ -31,7 +31,7 @@ __all__ = [
 SYSTEM, USER, ASSISTANT, TOOL = 0, 1, 2, 3
 _ROLES = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 
-# Structured parts the text-only artifact refuses (SPEC: "Content").
+# Structured parts the text-only artifact refuses (docs/FORMAT.md, "Content").
 _MEDIA_PARTS = frozenset({"image", "image_url", "video", "video_url", "audio", "input_audio"})
 _MISSING = object()
 # `type(x) is dict or isinstance(x, Mapping)`: the exact check first, since the

@@ -573,12 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from . import __version__
 
-        return version("qwen4exp")
-    except Exception:  # noqa: BLE001 - not installed (PYTHONPATH=src)
-        return "0.1.0 (source tree)"
+    return __version__
 
 
 def main(argv=None) -> int:

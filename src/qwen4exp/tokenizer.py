@@ -219,7 +219,11 @@ class Tokenizer:
         return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
 
     def encode(self, text: str) -> list[int]:
-        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded."""
+        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded.
+
+        A list, like the plain-text APIs of HF tokenizers and tiktoken; the
+        stream and chat forms return int32 arrays (docs/FORMAT.md, section 7).
+        """
         text = _exact_str(text, "encode()")
         try:
             return self._native.encode(text)
@@ -235,7 +239,8 @@ class Tokenizer:
             raise _text_error(text, "count()") from None
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """encode() of each text, in order, on `num_threads` native threads (default: all CPUs)."""
+        """encode() of each text, in order, on `num_threads` native threads (default: all
+        CPUs; a larger request than 1024 is clamped to 1024)."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch() takes a sequence of str, not a single "
                             f"{type(texts).__name__} (use encode() for one text)")
@@ -273,11 +278,13 @@ class Tokenizer:
     # -- segments ------------------------------------------------------------
 
     def encode_segments(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
-        """Ids of a caller-built segmented stream (numpy int32)."""
+        """Ids of a caller-built segmented stream: a numpy int32 array, like every
+        stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
     def encode_chat(self, chat: RenderedChat) -> np.ndarray:
-        """Ids of a rendered chat (numpy int32): each segment tokenized on its own."""
+        """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
+        array, what model inputs and the batch output take (docs/FORMAT.md, section 7)."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
         return self._encode_arrays(chat.data, *chat._segment_arrays())
