@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: atom_special (HF's `special` flag per added token)
 
 # The Qwen pattern (SPEC.md). The native pre-tokenizer implements exactly this
 # pattern; any other pattern in a tokenizer.json is refused.
@@ -112,9 +112,10 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
     atoms = sorted(
-        ((t["content"], t["id"]) for t in tok.get("added_tokens") or []), key=lambda x: x[1]
+        ((t["content"], t["id"], bool(t.get("special"))) for t in tok.get("added_tokens") or []),
+        key=lambda x: x[1],
     )
-    atom_blob = [a.encode("utf-8") for a, _ in atoms]
+    atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(b) for b in token_bytes], out=offsets[1:])
     atom_offsets = np.zeros(len(atoms) + 1, dtype=np.int64)
@@ -125,7 +126,9 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
         "token_bytes": np.frombuffer(b"".join(token_bytes), dtype=np.uint8),
         "token_offsets": offsets,
         "merges": merges,
-        "atom_ids": np.array([i for _, i in atoms], dtype=np.int32),
+        "atom_ids": np.array([i for _, i, _ in atoms], dtype=np.int32),
+        # skip_special in decode drops exactly these, as HF's skip_special_tokens does
+        "atom_special": np.array([s for _, _, s in atoms], dtype=np.uint8),
         "atom_bytes": np.frombuffer(b"".join(atom_blob), dtype=np.uint8),
         "atom_offsets": atom_offsets,
     }
