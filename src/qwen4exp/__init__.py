@@ -1,6 +1,8 @@
 """qwen4exp: provenance-preserving Qwen4Exp chat rendering and Qwen byte-level BPE."""
 
 from .chat import render_chat, render_chat_into
+from .completion import CompletionParser, Delta
+from .decode_stream import DecodeStream
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -25,4 +27,7 @@ __all__ = [
     "Segment",
     "RenderedChat",
     "SegmentBuilder",
+    "CompletionParser",
+    "Delta",
+    "DecodeStream",
 ]
