@@ -373,5 +373,5 @@ def test_only_template_newlines_go(tok):
     ids = _ids(tok, A("<think>"), "\n\nr\n\n", A("</think>"), "\n\n\nc\n\n", A("<tool_call>"),
                '\n\n{"name": "f", "arguments": {}}\n\n', A("</tool_call>"), "\n\nd\n", A("<|im_end|>"))
     msg = tok.parse_completion(ids)
-    assert (msg["reasoning_content"], msg["content"]) == ("\nr\n", "\nc\n\nd\n")
+    assert (msg["reasoning_content"], msg["content"]) == ("\nr\n", "\nc\n" + "\n\nd\n")
     assert msg["tool_calls"][0]["function"] == {"name": "f", "arguments": "{}"}
