@@ -82,7 +82,7 @@ class CompletionParser:
     __slots__ = (
         "_tok", "_tables", "_roles", "_utf8", "_mode", "_lead", "_held", "_parts", "_kind",
         "_index", "_reasoning", "_content", "_body", "_calls", "_invalid", "_errors",
-        "_ncalls", "_count", "_trailing", "_trailing_at", "_result",
+        "_ncalls", "_count", "_trailing", "_result", "_where",
     )
 
     def __init__(self, tok, *, in_reasoning: bool = False) -> None:
@@ -109,8 +109,8 @@ class CompletionParser:
         self._ncalls = 0
         self._count = 0  # ids fed so far
         self._trailing: list[int] = []
-        self._trailing_at = -1
         self._result: dict | None = None
+        self._where = "feed()"  # names the caller in errors
         self._held = False
         if in_reasoning:
             self._enter(_REASONING, 1)
@@ -124,7 +124,7 @@ class CompletionParser:
         return the new deltas. Raises Qwen4ExpError, changing nothing, for an id
         that is not in the vocabulary."""
         if self._result is not None:
-            raise Qwen4ExpError("feed(): the parser has finished; make a new one")
+            raise Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
         ids = self._checked(ids)
         out: list[Delta] = []
         if self._mode == _DONE:
@@ -143,16 +143,16 @@ class CompletionParser:
             ids = [ids]
         elif isinstance(ids, np.ndarray):
             if ids.ndim != 1 or ids.dtype.kind not in "iu":
-                raise TypeError("feed() takes a 1-D array of integer ids")
+                raise TypeError(f"{self._where} takes a 1-D array of integer ids")
             ids = ids.astype(np.int64, copy=False)
         else:
             if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-                raise TypeError(f"feed() takes ids (an int or a sequence of ints), not {type(ids).__name__}")
+                raise TypeError(f"{self._where} takes ids (an int or a sequence of ints), not {type(ids).__name__}")
             ids = list(ids)
             if set(map(type, ids)) - {int}:
                 for k, i in enumerate(ids):
                     if isinstance(i, bool) or not hasattr(i, "__index__"):
-                        raise bad_id(i, self._count + k, n, "feed()")
+                        raise bad_id(i, self._count + k, n, self._where)
                 ids = [i.__index__() for i in ids]
             if len(ids) >= _ARRAY_PATH_MIN:
                 ids = np.array(ids, dtype=np.int64)
@@ -163,10 +163,10 @@ class CompletionParser:
                     bad = np.array([self._tables.parse[i] is None for i in ids.tolist()])
                 if bad.any():
                     k = int(np.flatnonzero(bad)[0])
-                    raise bad_id(int(ids[k]), self._count + k, n, "feed()")
+                    raise bad_id(int(ids[k]), self._count + k, n, self._where)
             elif min(ids) < 0 or max(ids) >= n or (self._tables.has_gaps and None in map(self._tables.parse.__getitem__, ids)):
                 k = next(k for k, i in enumerate(ids) if not 0 <= i < n or self._tables.parse[i] is None)
-                raise bad_id(ids[k], self._count + k, n, "feed()")
+                raise bad_id(ids[k], self._count + k, n, self._where)
         return ids
 
     def _feed_list(self, ids: list, out: list) -> None:

@@ -279,6 +279,7 @@ class Tokenizer:
         """The assistant message (OpenAI style) that generated ids spell; structure
         comes only from atom ids."""
         parser = CompletionParser(self, in_reasoning=in_reasoning)
+        parser._where = "parse_completion()"
         parser.feed(ids)
         return parser.finish()
 
