@@ -69,6 +69,9 @@ class Delta(NamedTuple):
     index: int | None = None
 
 
+_new_delta = tuple.__new__  # Delta(...) without the Python-level __new__
+
+
 class CompletionParser:
     """Streaming form of `Tokenizer.parse_completion`: `feed(ids)` returns the
     new `Delta`s, `finish()` the message.
@@ -82,7 +85,7 @@ class CompletionParser:
     __slots__ = (
         "_tok", "_tables", "_roles", "_utf8", "_mode", "_lead", "_held", "_parts", "_kind",
         "_index", "_reasoning", "_content", "_body", "_calls", "_invalid", "_errors",
-        "_ncalls", "_count", "_trailing", "_result", "_where",
+        "_ncalls", "_count", "_trailing", "_result", "_where", "_parse",
     )
 
     def __init__(self, tok, *, in_reasoning: bool = False) -> None:
@@ -90,6 +93,7 @@ class CompletionParser:
             raise TypeError(f"in_reasoning must be a bool, not {type(in_reasoning).__name__}")
         self._tok = tok
         self._tables = tok._id_tables()
+        self._parse = self._tables.parse
         atoms = tok.atoms
         roles = {i: _OTHER for i in atoms.values()}
         for spelling, role in (
@@ -123,6 +127,15 @@ class CompletionParser:
         """Parse the next ids (an int, a sequence of ints or a 1-D int array);
         return the new deltas. Raises Qwen4ExpError, changing nothing, for an id
         that is not in the vocabulary."""
+        if type(ids) is int and 0 <= ids < len(self._parse) and self._mode != _DONE and self._result is None:
+            data = self._parse[ids]  # one id: the generate loop's case, kept short
+            if data.__class__ is bytes:
+                out: list[Delta] = []
+                text = self._utf8.decode(data)
+                if text:
+                    self._route(text, out)
+                self._count += 1
+                return out
         if self._result is not None:
             raise Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
         ids = self._checked(ids)
@@ -247,14 +260,14 @@ class CompletionParser:
             if not text:
                 return
         self._parts.append(text)
-        out.append(Delta(self._kind, text, self._index))
+        out.append(_new_delta(Delta, (self._kind, text, self._index)))
 
     def _release(self, out: list) -> None:
         """The held newline is text after all."""
         if self._held:
             self._held = False
             self._parts.append("\n")
-            out.append(Delta(self._kind, "\n", self._index))
+            out.append(_new_delta(Delta, (self._kind, "\n", self._index)))
 
     # -- atoms ---------------------------------------------------------------
 

@@ -76,8 +76,10 @@ class Utf8Stream:
         if self._pending:
             data = self._pending + data
             self._pending = b""
-        if not data:
-            return ""
+        try:
+            return data.decode("utf-8")  # complete characters: the usual case, in C
+        except UnicodeDecodeError:
+            pass
         cut = _held_from(data)
         if cut < len(data):
             self._pending = data[cut:]
