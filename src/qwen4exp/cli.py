@@ -458,6 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="a Qwen-family tokenizer.json (or a directory holding one); default: the bundled Qwen3 vocabulary",
         )
 
+    def ids_opts(sp):
+        sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
+        sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
+
     def chat_opts(sp):
         sp.add_argument("--add-generation-prompt", action="store_true",
                         help="end with an open assistant turn (overrides the file)")
@@ -518,8 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Bytes that do not form UTF-8 print as U+FFFD unless --bytes.",
         cmd_decode,
     )
-    sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
-    sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
+    ids_opts(sp)
     sp.add_argument("--bytes", action="store_true", help="write the raw bytes")
     sp.add_argument("--no-newline", "-n", action="store_true", help="no newline after the text")
     tokenizer_opt(sp)
@@ -534,8 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
         "text. Ids as for `decode`.",
         cmd_parse,
     )
-    sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
-    sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
+    ids_opts(sp)
     sp.add_argument("--in-reasoning", action="store_true",
                     help="the prompt already opened <think>: the ids start inside reasoning")
     sp.add_argument("--indent", type=int, default=None, metavar="N", help="indent the JSON by N spaces")
