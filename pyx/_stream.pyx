@@ -242,6 +242,8 @@ cdef class ParserCore:
         cdef list parse = self.parse
         if type(ids) is int:
             ids = [ids]
+        elif isinstance(ids, np.integer):  # one id straight from a numpy sampler
+            ids = [int(ids)]
         elif isinstance(ids, np.ndarray):
             if ids.ndim != 1 or ids.dtype.kind not in "iu":
                 raise TypeError(f"{self._where} takes a 1-D array of integer ids")

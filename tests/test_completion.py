@@ -375,3 +375,31 @@ def test_only_template_newlines_go(tok):
     msg = tok.parse_completion(ids)
     assert (msg["reasoning_content"], msg["content"]) == ("\nr\n", "\nc\n" + "\n\nd\n")
     assert msg["tool_calls"][0]["function"] == {"name": "f", "arguments": "{}"}
+
+
+def test_generate_loop_example(tok):
+    """The README's generate loop, with a stand-in model that replays a rendered turn."""
+    history = [{"role": "user", "content": "Weather in Oslo?"}]
+    turn = {"role": "assistant", "reasoning_content": "Use the tool.", "content": "",
+            "tool_calls": [_call("get_weather", {"city": "Oslo"})]}
+    generated, full = _completion(tok, history, turn)
+
+    def model_generate(prompt_ids):  # yields one id at a time, like a sampler
+        assert list(prompt_ids) == full[: len(prompt_ids)]
+        yield from np.array(generated)  # numpy scalars, as samplers give them
+
+    messages = list(history)
+    prompt = tok.encode_chat(qwen4exp.render_chat(messages, add_generation_prompt=True))
+    parser = tok.completion_parser()
+    stop = {tok.atoms["<|im_end|>"], tok.atoms["<|endoftext|>"]}
+    shown = {"reasoning": "", "content": "", "tool_call": ""}
+    for token in model_generate(prompt):
+        for delta in parser.feed(token):
+            shown[delta.kind] += delta.text
+        if token in stop:
+            break
+    message = parser.finish()
+    messages.append(message)
+    assert shown == {"reasoning": "Use the tool.", "content": "",
+                     "tool_call": '{"name": "get_weather", "arguments": {"city": "Oslo"}}'}
+    assert tok.encode_chat(qwen4exp.render_chat(messages)).tolist() == full

@@ -18,6 +18,10 @@ what `render_chat` + `encode_chat` wrote for a final assistant turn gives that
 turn back (content with leading newlines stripped and reasoning stripped of
 newlines, as the template renders them; dict arguments as their `tojson` text).
 
+`in_reasoning=True` is for prompts that end inside an opened `<think>` (the
+ids start with reasoning; one leading newline is the template's, as after a
+generated `<think>`).
+
 Bad output never raises and never loses text (ids that are not in the
 vocabulary raise `Qwen4ExpError`, and a failed `feed` changes nothing). The
 message has the four OpenAI keys, and only when something was wrong:
