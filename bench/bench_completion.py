@@ -4,7 +4,7 @@
 
 Input: 100 assistant turns (reasoning, content and a tool call, text from the
 multilingual and code corpora) rendered with render_chat + encode_chat; the
-ids after each generation prompt are the completions (~230,000 ids).
+ids after each generation prompt are the completions (~110,000 ids).
 
 * parse_completion(ids), one call per completion;
 * completion_parser: feed() one id at a time, as a generate loop does;
