@@ -257,8 +257,6 @@ cdef class ParserCore:
                     if isinstance(i, bool) or not hasattr(i, "__index__"):
                         raise bad_id(i, self.count + k, n, self._where)
                 ids = [i.__index__() for i in ids]
-            if len(ids) >= _ARRAY_PATH_MIN:
-                ids = np.array(ids, dtype=np.int64)
         if len(ids):
             if isinstance(ids, np.ndarray):
                 bad = (ids < 0) | (ids >= n)
@@ -270,6 +268,8 @@ cdef class ParserCore:
             elif min(ids) < 0 or max(ids) >= n or (self.has_gaps and None in [parse[i] for i in ids]):
                 k = next(k for k, i in enumerate(ids) if not 0 <= i < n or parse[i] is None)
                 raise bad_id(ids[k], self.count + k, n, self._where)
+        if type(ids) is list and len(ids) >= _ARRAY_PATH_MIN:
+            ids = np.array(ids, dtype=np.int64)  # validated: fits
         return ids
 
     cdef feed_list(self, list ids, list out):

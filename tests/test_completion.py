@@ -268,7 +268,7 @@ def test_unclosed_reasoning_and_tool_call(tok):
 def test_bad_ids_raise_and_change_nothing(tok):
     p = tok.completion_parser()
     assert p.feed(tok.encode("ab")) == [qwen4exp.Delta("content", "ab")]
-    for bad in ([1, -1], [tok.vocab_size], np.array([5, 2**40])):
+    for bad in ([1, -1], [tok.vocab_size], np.array([5, 2**40]), [1] * 100 + [2**64]):
         with pytest.raises(qwen4exp.Qwen4ExpError, match="not in the vocabulary"):
             p.feed(bad)
     with pytest.raises(TypeError):
@@ -403,3 +403,25 @@ def test_generate_loop_example(tok):
     assert shown == {"reasoning": "Use the tool.", "content": "",
                      "tool_call": '{"name": "get_weather", "arguments": {"city": "Oslo"}}'}
     assert tok.encode_chat(qwen4exp.render_chat(messages)).tolist() == full
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_bad_ids_only_raise_qwen4exp_errors(tok, pieces, data):
+    """Ids outside the vocabulary raise Qwen4ExpError and change nothing: the
+    parser goes on as if they had never come."""
+    bad_ids = st.sampled_from([-1, -(2**40), tok.vocab_size, tok.vocab_size + 7, 2**31, 2**63])
+    ids = data.draw(st.lists(st.one_of(st.sampled_from(pieces), bad_ids), max_size=30))
+    good = [i for i in ids if 0 <= i < tok.vocab_size]
+    if len(good) != len(ids):
+        with pytest.raises(qwen4exp.Qwen4ExpError):
+            tok.parse_completion(ids)
+    p = tok.completion_parser()
+    deltas = []
+    for i in ids:
+        try:
+            deltas += p.feed(i)
+        except qwen4exp.Qwen4ExpError:
+            assert not 0 <= i < tok.vocab_size
+    expected_deltas, expected = _stream(tok, good, list(range(len(good) + 1)))
+    assert p.finish() == expected and deltas == expected_deltas
