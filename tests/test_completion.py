@@ -290,7 +290,8 @@ def pieces(tok):
     texts = ["\n", "\n\n", " ", "x", "{", "}", '"', '{"name": "f", "arguments": {}}', '", "arguments": ',
              "<think>", "</tool_call>", "é", "日本", "😀", "\ufffd"]
     ids = sorted({i for t in texts for i in tok.encode(t)} | set(tok.atoms.values()))
-    partial = [i for i in range(tok.vocab_size - len(tok.atoms)) if tok.decode_bytes([i])[:1] >= b"\x80"][:400:7]
+    spelled = tok._id_tables().text
+    partial = [i for i in range(tok.vocab_size - len(tok.atoms)) if spelled[i][:1] >= b"\x80"][:400:7]
     return ids + partial
 
 

@@ -98,8 +98,9 @@ def _expected_step_texts(tok, ids):
 def byte_pieces(tok):
     """Ids whose bytes are pieces of characters (lead bytes, continuations, both), plus atoms."""
     pieces = []
+    spelled = tok._id_tables().text
     for i in range(tok.vocab_size - len(tok.atoms)):
-        b = tok.decode_bytes([i])
+        b = spelled[i]
         if b[:1] >= b"\x80" or b[-1:] >= b"\x80":
             try:
                 b.decode("utf-8")
