@@ -21,6 +21,8 @@ well-formed byte sequences.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._stream import DecodeStreamCore, Utf8Stream
 from .errors import Qwen4ExpError
 
@@ -32,8 +34,9 @@ class DecodeStream(DecodeStreamCore):
 
     Made by `Tokenizer.decode_stream(skip_special=False)`. With `skip_special`
     the special added tokens (those HF marks ``special``, e.g. `<|im_end|>`)
-    spell nothing, as in `decode(ids, skip_special=True)`. `step` and the
-    UTF-8 rules are native (pyx/_stream.pyx).
+    spell nothing, as in `decode(ids, skip_special=True)`. `flush()` returns
+    U+FFFD for a character the ids left unfinished (the stream can go on).
+    `step` and the UTF-8 rules are native (pyx/_stream.pyx).
     """
 
     __slots__ = ()
@@ -42,10 +45,6 @@ class DecodeStream(DecodeStreamCore):
         if not _internal:
             raise TypeError("use Tokenizer.decode_stream() to make a DecodeStream")
         super().__init__(table)
-
-    def flush(self) -> str:
-        """The rest: U+FFFD for a character the ids left unfinished. The stream can go on."""
-        return super().flush()
 
 
 def bad_id(id, index: int, n: int, where: str) -> Exception:
@@ -69,8 +68,6 @@ class IdTables:
     __slots__ = ("text", "skip", "parse", "is_atom", "special_ids", "has_gaps")
 
     def __init__(self, blob: bytes, offsets, atoms: dict, special: frozenset) -> None:
-        import numpy as np
-
         offs = offsets.tolist()
         n_bpe = len(offs) - 1
         size = max([n_bpe, *(i + 1 for i in atoms.values())])
