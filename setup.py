@@ -41,20 +41,8 @@ def write_package_data(target_pkg_dir):
         shutil.copyfile(os.path.join(VOCAB, name), os.path.join(data, name))
     out = os.path.join(data, COMPILED)
     src = os.path.join(VOCAB, "tokenizer.json")
-    compiler = _load_compiler()
-    if (not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src)
-            or _compiled_version(out) != compiler.FORMAT_VERSION):
-        compiler.write_compiled(src, out)
-
-
-def _compiled_version(path):
-    import numpy as np
-
-    try:
-        with np.load(path) as z:
-            return int(z["format_version"][0])
-    except (OSError, ValueError, KeyError):
-        return None
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        _load_compiler().write_compiled(src, out)
 
 
 class BuildPy(build_py):

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 2  # 2: atom_special (HF's `special` flag per added token)
+FORMAT_VERSION = 2
 
 # The Qwen pattern (SPEC.md). The native pre-tokenizer implements exactly this
 # pattern; any other pattern in a tokenizer.json is refused.
