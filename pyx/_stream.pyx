@@ -214,12 +214,13 @@ cdef class ParserCore:
         if type(ids) is int and self.mode != DONE and self.result is None and 0 <= ids < len(self.parse):
             i = ids  # one id: the generate loop's case
             data = self.parse[i]
-            if type(data) is bytes:
-                self.text(<bytes> data, out)
-            else:
-                self.atom(i, self.count, out)
-            self.count += 1
-            return out
+            if data is not None:  # None: a gap in the ids, reported below
+                if type(data) is bytes:
+                    self.text(<bytes> data, out)
+                else:
+                    self.atom(i, self.count, out)
+                self.count += 1
+                return out
         if self.result is not None:
             from qwen4exp.errors import Qwen4ExpError
 

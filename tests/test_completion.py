@@ -426,3 +426,18 @@ def test_bad_ids_only_raise_qwen4exp_errors(tok, pieces, data):
             assert not 0 <= i < tok.vocab_size
     expected_deltas, expected = _stream(tok, good, list(range(len(good) + 1)))
     assert p.finish() == expected and deltas == expected_deltas
+
+
+def test_ids_missing_from_a_vocabulary():
+    """A vocabulary whose ids have a hole (Tokenizer.from_file accepts any added-token
+    ids): the hole is not an id, for the parser and for decode_stream."""
+    tok = qwen4exp.Tokenizer()  # its own tables: the session's stay whole
+    tables = tok._id_tables()
+    hole = tok.encode("x")[0]
+    tables.parse[hole] = tables.text[hole] = None
+    tables.has_gaps = True
+    for ids in (hole, [hole], [1] * 70 + [hole], np.array([1, hole])):
+        with pytest.raises(qwen4exp.Qwen4ExpError, match=f"id {hole} at index"):
+            tok.completion_parser().feed(ids)
+    with pytest.raises(qwen4exp.Qwen4ExpError, match=f"id {hole} at index 0"):
+        tok.decode_stream().step(hole)
