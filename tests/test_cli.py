@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 # installed package, or the in-tree build when run with PYTHONPATH=src.
 SRC = Path(qwen4exp.__file__).resolve().parent.parent
 EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "examples" / "example_chat.json"
-COMMANDS = ["demo", "render", "encode", "decode", "count", "batch"]
+COMMANDS = ["demo", "render", "encode", "decode", "parse", "count", "batch"]
 
 
 def _env(extra=None):
@@ -336,6 +336,31 @@ def test_encode_count_decode(tok, tmp_path, example):
     r = cli("decode", "1", "99999999")
     assert r.returncode == 3 and "99999999" in r.stderr
     assert cli("decode", "abc").returncode == 3
+
+
+def test_parse(tok, tmp_path):
+    history = [{"role": "user", "content": "Weather in Paris? Say <tool_call> literally."}]
+    turn = {"role": "assistant", "content": "Checking <tool_call> 🌦", "reasoning_content": "Use the tool.",
+            "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}
+    full = tok.encode_chat(render_chat(history + [turn])).tolist()
+    prompt = tok.encode_chat(render_chat(history, add_generation_prompt=True)).tolist()
+    ids = full[len(prompt) : -1]  # up to and including <|im_end|>
+    expected = tok.parse_completion(ids)
+    assert expected["content"] == turn["content"] and len(expected["tool_calls"]) == 1
+    r = cli("parse", *ids)
+    assert r.returncode == 0 and json.loads(r.stdout) == expected
+    f = tmp_path / "ids.json"
+    f.write_text(json.dumps(ids))
+    assert json.loads(cli("parse", "--file", f, "--indent", "2").stdout) == expected
+    assert json.loads(cli("parse", input=" ".join(map(str, ids))).stdout) == expected
+    # --in-reasoning: the prompt opened <think>, the ids start inside it
+    inner = ids[ids.index(tok.atoms["<think>"]) + 1 :]
+    assert json.loads(cli("parse", "--in-reasoning", *inner).stdout) == expected
+    # a cut-off completion is reported, not an error; a bad id is an input error
+    cut = json.loads(cli("parse", *ids[:-3]).stdout)
+    assert cut["errors"][-1]["error"].startswith("truncated") and cut["invalid_tool_calls"][0]["index"] == 0
+    r = cli("parse", "1", "-2")
+    assert r.returncode == 3 and "-2" in r.stderr
 
 
 def test_encode_rejects_invalid_utf8(tmp_path):

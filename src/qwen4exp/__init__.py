@@ -6,6 +6,8 @@ docs/ARCHITECTURE.md.
 """
 
 from .chat import render_chat, render_chat_into
+from .completion import CompletionParser, Delta
+from .decode_stream import DecodeStream
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -33,6 +35,9 @@ __all__ = [
     "Segment",
     "RenderedChat",
     "SegmentBuilder",
+    "CompletionParser",
+    "Delta",
+    "DecodeStream",
 ]
 
 

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 # The Qwen pattern (docs/FORMAT.md, section 2). The native pre-tokenizer implements exactly this
 # pattern; any other pattern in a tokenizer.json is refused.
@@ -98,8 +98,8 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
         ) from None
 
 
-def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int]]:
-    """(content, id) of the added tokens, sorted by id. Each must have its own id
+def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
+    """(content, id, special) of the added tokens, sorted by id. Each must have its own id
     above the BPE range: an added id inside it would let DATA text produce an
     "atom" id, breaking provenance (docs/RELIABILITY.md)."""
     added = tok.get("added_tokens") or []
@@ -121,7 +121,7 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int]]:
         content.encode("utf-8")  # a lone surrogate is malformed (ValueError above)
         ids.add(idx)
         spellings.add(content)
-        atoms.append((content, idx))
+        atoms.append((content, idx, bool(t.get("special"))))
     return sorted(atoms, key=lambda x: x[1])
 
 
@@ -163,7 +163,7 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
     atoms = _added_tokens(tok, n, where)
-    atom_blob = [a.encode("utf-8") for a, _ in atoms]
+    atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(b) for b in token_bytes], out=offsets[1:])
     atom_offsets = np.zeros(len(atoms) + 1, dtype=np.int64)
@@ -174,7 +174,9 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         "token_bytes": np.frombuffer(b"".join(token_bytes), dtype=np.uint8),
         "token_offsets": offsets,
         "merges": merges,
-        "atom_ids": np.array([i for _, i in atoms], dtype=np.int32),
+        "atom_ids": np.array([i for _, i, _ in atoms], dtype=np.int32),
+        # skip_special in decode drops exactly these, as HF's skip_special_tokens does
+        "atom_special": np.array([s for _, _, s in atoms], dtype=np.uint8),
         "atom_bytes": np.frombuffer(b"".join(atom_blob), dtype=np.uint8),
         "atom_offsets": atom_offsets,
     }

@@ -4,6 +4,7 @@
     qwen4exp render FILE|-            a chat request's bytes with their segments
     qwen4exp encode [FILE|-]          token ids of text (or, with --chat, of a chat request)
     qwen4exp decode [ID ...]          text of token ids
+    qwen4exp parse [ID ...]           the assistant message that generated ids spell (JSON)
     qwen4exp count [FILE|-]           number of tokens of text or a chat request
     qwen4exp batch IN OUT             tokenize a JSONL/Parquet file of records into Parquet/JSONL
 
@@ -379,15 +380,19 @@ def _parse_ids(text: str, where: str) -> list[int]:
     return out
 
 
+def _read_ids(args) -> list[int]:
+    """Ids from the arguments, or from --file / stdin (decode and parse)."""
+    if args.ids:
+        return _parse_ids(" ".join(args.ids), "arguments")
+    path = "-" if args.file is None else args.file
+    where = "stdin" if path == "-" else path
+    return _parse_ids(_decode_utf8(_read_bytes(path), where), where)
+
+
 def cmd_decode(args) -> int:
     from .errors import Qwen4ExpError
 
-    if args.ids:
-        ids = _parse_ids(" ".join(args.ids), "arguments")
-    else:
-        path = "-" if args.file is None else args.file
-        where = "stdin" if path == "-" else path
-        ids = _parse_ids(_decode_utf8(_read_bytes(path), where), where)
+    ids = _read_ids(args)
     tok = _tokenizer(args)
     try:
         data = tok.decode_bytes(ids)
@@ -399,6 +404,19 @@ def cmd_decode(args) -> int:
         sys.stdout.buffer.write(data + end)
     else:
         _write(data.decode("utf-8", errors="replace") + end.decode())
+    return EXIT_OK
+
+
+def cmd_parse(args) -> int:
+    from .errors import Qwen4ExpError
+
+    ids = _read_ids(args)
+    tok = _tokenizer(args)
+    try:
+        message = tok.parse_completion(ids, in_reasoning=args.in_reasoning)
+    except Qwen4ExpError as exc:
+        raise InputError(str(exc)) from None
+    _write(json.dumps(message, ensure_ascii=False, indent=args.indent) + "\n")
     return EXIT_OK
 
 
@@ -446,6 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--tokenizer", metavar="PATH",
             help="a Qwen-family tokenizer.json (or a directory holding one); default: the bundled Qwen3 vocabulary",
         )
+
+    def ids_opts(sp):
+        sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
+        sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
 
     def chat_opts(sp):
         sp.add_argument("--add-generation-prompt", action="store_true",
@@ -507,10 +529,25 @@ def build_parser() -> argparse.ArgumentParser:
         "Bytes that do not form UTF-8 print as U+FFFD unless --bytes.",
         cmd_decode,
     )
-    sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
-    sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
+    ids_opts(sp)
     sp.add_argument("--bytes", action="store_true", help="write the raw bytes")
     sp.add_argument("--no-newline", "-n", action="store_true", help="no newline after the text")
+    tokenizer_opt(sp)
+
+    sp = add(
+        "parse",
+        "print the assistant message that generated ids spell, as JSON",
+        "Parse the ids a model generated after <|im_start|>assistant\\n into an\n"
+        "OpenAI-style assistant message: role, content, reasoning_content, tool_calls\n"
+        "(and invalid_tool_calls / errors when the output was malformed or cut off).\n"
+        "Structure comes only from atom ids: <think> spelled by ordinary BPE ids is\n"
+        "text. Ids as for `decode`.",
+        cmd_parse,
+    )
+    ids_opts(sp)
+    sp.add_argument("--in-reasoning", action="store_true",
+                    help="the prompt already opened <think>: the ids start inside reasoning")
+    sp.add_argument("--indent", type=int, default=None, metavar="N", help="indent the JSON by N spaces")
     tokenizer_opt(sp)
 
     sp = add(

@@ -21,6 +21,8 @@ from . import _vocab_compile
 from ._encoder import NativeTokenizer
 from ._faults import Fault
 from ._geometry import GeoCode
+from .completion import CompletionParser
+from .decode_stream import DecodeStream, IdTables
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
 
@@ -202,6 +204,19 @@ class Tokenizer:
             }
         )
         self._n_vocab = int(len(arrays["token_offsets"]) - 1)
+        special = arrays["atom_special"].astype(bool).tolist()
+        self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
+        self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
+        self._id_tables_cache = None
+
+    def _id_tables(self) -> IdTables:
+        """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
+        tables = self._id_tables_cache
+        if tables is None:
+            blob, offsets = self._id_source
+            tables = IdTables(blob.tobytes(), offsets, dict(self._atoms), self._special_ids)
+            self._id_tables_cache = tables
+        return tables
 
     # -- plain text --------------------------------------------------------
 
@@ -256,9 +271,12 @@ class Tokenizer:
                     raise _text_error(t, f"encode_batch(): texts[{i}]") from None
             raise
 
-    def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes the ids spell (atoms spell themselves)."""
+    def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
+        """The bytes the ids spell (atoms spell themselves; with `skip_special`,
+        the special ones, such as `<|im_end|>`, spell nothing, as in HF)."""
         arr = _ids_array(ids)
+        if skip_special and self._special_ids and arr.size:
+            arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]
         data, bad = self._native.decode_bytes(arr)
         if data is None:
             raise Qwen4ExpError(
@@ -267,9 +285,28 @@ class Tokenizer:
             )
         return data
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
         """Text of the ids; bytes that do not form UTF-8 become U+FFFD, as in HF."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors="replace")
+
+    # -- the output side (README, "Completions") ---------------------------
+
+    def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
+        """A streaming decoder: `step(id)` returns the text completed by that id."""
+        tables = self._id_tables()
+        return DecodeStream(tables.skip if skip_special else tables.text, _internal=True)
+
+    def completion_parser(self, *, in_reasoning: bool = False) -> CompletionParser:
+        """A streaming parser of the ids a model generates after `<|im_start|>assistant\\n`."""
+        return CompletionParser(self, in_reasoning=in_reasoning)
+
+    def parse_completion(self, ids: Iterable[int], *, in_reasoning: bool = False) -> dict:
+        """The assistant message (OpenAI style) that generated ids spell; structure
+        comes only from atom ids."""
+        parser = CompletionParser(self, in_reasoning=in_reasoning)
+        parser._where = "parse_completion()"
+        parser.feed(ids)
+        return parser.finish()
 
     def flush_cache(self) -> None:
         """Empty the word caches (they are bounded; this only frees their contents)."""
