@@ -16,6 +16,8 @@ Exit codes (the same for every command):
     3    input error: unreadable or malformed input file, a rejected request or record
          (batch --on-error stop: nothing is written)
     130  interrupted (Ctrl-C; batch leaves no output and no temporary file)
+    128+N  batch stopped by signal N (129 SIGHUP, 131 SIGQUIT, 143 SIGTERM, ...):
+         no output, no temporary file
 
 pyarrow and tqdm (the `cli` extra) are only imported by `batch`, and only when
 it needs them; `import qwen4exp` never imports this module.
@@ -40,9 +42,11 @@ from ._cli_common import (
     EXIT_USAGE,
     CliError,
     InputError,
+    JsonError,
     RecordError,
     UsageError,
     _tokenizer,
+    loads_json,
     request_from_json,
 )
 from .batch import cmd_batch  # the `batch` pipeline lives in its own module
@@ -55,6 +59,7 @@ exit codes:
   3    input error (unreadable/malformed input, a rejected request or record;
        batch --on-error stop writes nothing)
   130  interrupted (Ctrl-C): batch leaves no output and no temporary file
+  128+N  batch stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise
 """
 
 CHAT_INPUT_HELP = (
@@ -101,8 +106,8 @@ def _load_request(path: str, args=None):
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte order mark
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
+        obj = loads_json(text)
+    except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
     try:
         messages, options = request_from_json(obj, where, warn_unknown=True)
@@ -152,7 +157,9 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    return "TRUSTED_CONTROL" if int(kind) == 1 else "DATA"
+    from .segments import Kind
+
+    return Kind(kind).name
 
 
 def _short(text: str, width: int) -> str:
@@ -356,8 +363,8 @@ def _parse_ids(text: str, where: str) -> list[int]:
     s = text.strip()
     if s.startswith("["):
         try:
-            ids = json.loads(s)
-        except json.JSONDecodeError as exc:
+            ids = loads_json(s)
+        except JsonError as exc:
             raise InputError(f"{where}: invalid JSON list of ids: {exc}") from None
         if not isinstance(ids, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in ids
@@ -568,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
         "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
         "by extension or --format. OUT is written to a temporary file beside it and\n"
-        "renamed at the end: on --on-error stop, Ctrl-C or SIGTERM no OUT appears (an\n"
+        "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
         "existing OUT is left as it was) and the temporary file is removed.\n\n"
         "Records are processed in chunks: chats are rendered in Python, then chunks\n"
         "are encoded with encode_batch / encode_chats on --threads native threads.\n"
@@ -603,12 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from . import __version__
 
-        return version("qwen4exp")
-    except Exception:  # noqa: BLE001 - not installed (PYTHONPATH=src)
-        return "0.1.0 (source tree)"
+    return __version__
 
 
 def main(argv=None) -> int:
