@@ -86,7 +86,7 @@ cdef class NativeTokenizer:
     cdef const uint8_t *token_bytes
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
-    cdef readonly Py_ssize_t cache_slots
+    cdef readonly Py_ssize_t cache_words
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
@@ -99,7 +99,7 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_slots=32768):
+                 Py_ssize_t cache_words=32768):
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -108,9 +108,9 @@ cdef class NativeTokenizer:
         cdef const int32_t[::1] ai = np.ascontiguousarray(atom_ids, dtype=np.int32)
         cdef int32_t byte_ids[256]
         cdef Py_ssize_t i, j
-        if cache_slots < 0 or (cache_slots & (cache_slots - 1)) != 0:
-            raise ValueError("cache_slots must be 0 or a power of two")
-        self.cache_slots = cache_slots
+        if cache_words < 0 or (cache_words & (cache_words - 1)) != 0:
+            raise ValueError("cache_words must be 0 or a power of two")
+        self.cache_words = cache_words
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
             byte_ids[i] = -1
@@ -158,7 +158,7 @@ cdef class NativeTokenizer:
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             raise MemoryError("could not allocate a tokenizer worker")
-        if worker_init(w, self.cache_slots) < 0:
+        if worker_init(w, self.cache_words) < 0:
             q4_free(w)
             raise MemoryError("could not allocate a tokenizer cache")
         return w
@@ -297,7 +297,6 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t count = len(texts), k, n
         cdef Stream *streams
         cdef const char *s
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
@@ -322,7 +321,6 @@ cdef class NativeTokenizer:
         cdef const int64_t[::1] en_view
         cdef const int8_t[::1] ki_view
         cdef bytes data
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
