@@ -7,11 +7,13 @@ from qwen4exp._idvec cimport IdVec
 cdef enum:
     CACHE_KEY_MAX = 128     # pieces longer than this are not cached
     CACHE_IDS_MAX = 64      # nor pieces that need more ids than this
-    CACHE_POOL_PER_WORD = 32  # bytes of key + id pool per cached word
+    INLINE_KEY = 24         # a cached word this long or shorter keeps its bytes in its slot
+    INLINE_IDS = 6          # and its ids, when it has this many or fewer
+    CACHE_POOL_PER_WORD = 16  # bytes of pool per cached word, for the longer ones
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
-    PAIR_BITS = 12          # the per-worker pair-rank cache has 2**PAIR_BITS slots (32 KiB)
+    PAIR_BITS = 14          # the per-worker pair-rank cache has 2**PAIR_BITS slots (128 KiB)
 
 
 cdef enum:
@@ -34,12 +36,15 @@ cdef struct BpeModel:
 
 
 cdef struct CacheSlot:
-    # One word of a worker's piece cache: its bytes, then its ids (4-aligned),
-    # live in the worker's pool at `offset`.
+    # One word of a worker's piece cache, one 64-byte cache line: a short word
+    # (klen <= INLINE_KEY, nids <= INLINE_IDS) is answered from the slot alone;
+    # a longer one keeps its bytes, then its ids (4-aligned), in the pool.
     uint64_t hash           # 0: empty
-    uint32_t offset
+    uint32_t offset         # pool offset (long words only)
     uint16_t klen
     uint16_t nids
+    uint8_t key[INLINE_KEY]
+    int32_t ids[INLINE_IDS]
 
 
 cdef union MergeQueue:
@@ -50,9 +55,9 @@ cdef union MergeQueue:
 
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
-    # The piece cache is open-addressed (at most half full) over a pool that
-    # holds every cached word's bytes and ids; when either is full it is
-    # emptied in one step rather than evicting word by word.
+    # The piece cache is open-addressed (at most half full), with a pool for
+    # the long words; when either is full it is emptied in one step rather
+    # than evicting word by word.
     CacheSlot *cache
     uint64_t cache_mask     # number of slots - 1 (two slots per word)
     Py_ssize_t cache_words  # words cached now
@@ -77,5 +82,8 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil
 cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil
 cdef void worker_free(Worker *w) noexcept nogil
+cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil
+cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
+                           IdVec *out) noexcept nogil
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil

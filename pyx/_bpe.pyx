@@ -499,13 +499,23 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
                 q = nxt[q]
 
 
+cdef inline const uint8_t *slot_key(const Worker *w, const CacheSlot *slot) noexcept nogil:
+    return slot.key if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS else w.pool + slot.offset
+
+
+cdef inline const int32_t *slot_ids(const Worker *w, const CacheSlot *slot) noexcept nogil:
+    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
+        return slot.ids
+    return <const int32_t *> (w.pool + slot.offset + ((slot.klen + 3) & ~3))
+
+
 cdef inline CacheSlot *cache_find(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
     """The slot holding piece p[0:n] (hash h), or the empty slot where it would go."""
     cdef uint64_t i = h & w.cache_mask
     cdef CacheSlot *slot
     while True:
         slot = &w.cache[i]
-        if slot.hash == h and slot.klen == n and same_bytes(w.pool + slot.offset, p, n):
+        if slot.hash == h and slot.klen == n and same_bytes(slot_key(w, slot), p, n):
             return slot
         if slot.hash == 0:
             return slot
@@ -516,28 +526,57 @@ cdef inline void cache_store(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t
                              const int32_t *ids, Py_ssize_t k) noexcept nogil:
     """Remember ids[0:k] for piece p[0:n] in slot (from cache_find); when the
     slots or the pool are full, empty the whole cache first."""
+    cdef bint inline_ = n <= INLINE_KEY and k <= INLINE_IDS
     cdef Py_ssize_t key_room = (n + 3) & ~(<Py_ssize_t> 3)
-    cdef Py_ssize_t need = key_room + k * <Py_ssize_t> sizeof(int32_t)
+    cdef Py_ssize_t need = 0 if inline_ else key_room + k * <Py_ssize_t> sizeof(int32_t)
     if need > w.pool_cap:
-        return  # a tiny cache: this word alone would not fit
+        return  # a small cache: this word alone would not fit
     if w.cache_words >= w.cache_limit or w.pool_len + need > w.pool_cap:
         worker_flush(w)
         slot = cache_find(w, p, n, h)
     slot.hash = h
-    slot.offset = <uint32_t> w.pool_len
     slot.klen = <uint16_t> n
     slot.nids = <uint16_t> k
-    memcpy(w.pool + w.pool_len, p, <size_t> n)
-    memcpy(w.pool + w.pool_len + key_room, ids, <size_t> k * sizeof(int32_t))
-    w.pool_len += need
+    if inline_:
+        memcpy(slot.key, p, <size_t> n)
+        memcpy(slot.ids, ids, <size_t> k * sizeof(int32_t))
+    else:
+        slot.offset = <uint32_t> w.pool_len
+        memcpy(w.pool + w.pool_len, p, <size_t> n)
+        memcpy(w.pool + w.pool_len + key_room, ids, <size_t> k * sizeof(int32_t))
+        w.pool_len += need
     w.cache_words += 1
+
+
+cdef extern from *:
+    """
+    #define q4_prefetch(p) __builtin_prefetch((p), 0, 3)
+    """
+    void q4_prefetch(const void *p) nogil
+
+
+cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Hash of piece p[0:n] for bpe_encode_hashed (0: it is not cached), and
+    start loading its cache slot: the encode loop calls this one piece ahead,
+    so that the slot arrives while the previous piece is encoded."""
+    cdef uint64_t h
+    if w.cache == NULL or n < 2 or n > CACHE_KEY_MAX:
+        return 0
+    h = hash_bytes(p, n)
+    q4_prefetch(&w.cache[h & w.cache_mask])
+    return h
 
 
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil:
     """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
+    return bpe_encode_hashed(m, w, p, n, bpe_prefetch(w, p, n), out)
+
+
+cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
+                           IdVec *out) noexcept nogil:
+    """bpe_encode_piece with h = bpe_prefetch(w, p, n), computed earlier."""
     cdef CacheSlot *slot = NULL
-    cdef uint64_t h = 0
     cdef Py_ssize_t j, k
     if n == 1:
         if idvec_reserve(out, 1) < 0:
@@ -545,15 +584,13 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
         out.data[out.len] = m.byte_ids[p[0]]
         out.len += 1
         return 0
-    if w.cache != NULL and n <= CACHE_KEY_MAX:
-        h = hash_bytes(p, n)
+    if h != 0:
         slot = cache_find(w, p, n, h)
         if slot.hash != 0:
             k = slot.nids
             if idvec_reserve(out, k) < 0:
                 return -1
-            memcpy(out.data + out.len, w.pool + slot.offset + ((n + 3) & ~(<Py_ssize_t> 3)),
-                   <size_t> k * sizeof(int32_t))
+            memcpy(out.data + out.len, slot_ids(w, slot), <size_t> k * sizeof(int32_t))
             out.len += k
             return 0
     if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:

@@ -13,7 +13,7 @@ from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import numpy as np
@@ -22,7 +22,7 @@ import threading
 from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
-                            worker_flush, worker_free, bpe_encode_piece)
+                            worker_flush, worker_free, bpe_prefetch, bpe_encode_hashed)
 from qwen4exp._atoms cimport (AtomTable, atoms_init, atoms_free, atoms_parse, ATOMS_OK,
                               ATOMS_NO_MEMORY, ATOMS_UNKNOWN)
 from qwen4exp._geometry cimport GeoError, check_geometry
@@ -180,13 +180,25 @@ cdef class NativeTokenizer:
     # -- the nogil loops ---------------------------------------------------------
 
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
-        cdef Py_ssize_t i = 0, e
-        while i < n:
-            e = piece_end(s, n, i)
-            if bpe_encode_piece(&self.model, w, s + i, e - i, out) < 0:
+        """Pre-tokenize and BPE, one piece ahead: the next piece's cache slot
+        is requested (bpe_prefetch) before the current piece is encoded."""
+        cdef Py_ssize_t i = 0, e, e_next = 0
+        cdef uint64_t h, h_next = 0
+        if n == 0:
+            return RC_OK
+        e = piece_end(s, n, 0)
+        h = bpe_prefetch(w, s, e)
+        while True:
+            if e < n:
+                e_next = piece_end(s, n, e)
+                h_next = bpe_prefetch(w, s + e, e_next - e)
+            if bpe_encode_hashed(&self.model, w, s + i, e - i, h, out) < 0:
                 return RC_NO_MEMORY
+            if e >= n:
+                return RC_OK
             i = e
-        return RC_OK
+            e = e_next
+            h = h_next
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""
