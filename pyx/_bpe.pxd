@@ -13,7 +13,7 @@ cdef enum:
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
-    PAIR_BITS = 14          # the per-worker pair-rank cache has 2**PAIR_BITS slots (128 KiB)
+    PAIR_BITS = 16          # the per-worker pair-rank cache has 2**PAIR_BITS slots (512 KiB)
 
 
 cdef enum:
