@@ -25,7 +25,7 @@ __all__ = ["Tokenizer", "TokenBuffer"]
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
 _INT64_MAX = 2**63 - 1
-_CACHE_MAX = 1 << 22  # words per worker cache (64 bytes each: two 16-byte slots, 32 of pool; 256 MiB at most)
+_CACHE_MAX = 1 << 21  # words per worker cache (144 bytes each: two 64-byte slots, 16 of pool; 288 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 _GEOMETRY_MESSAGES = {
