@@ -1,6 +1,6 @@
 # Byte-level BPE with merge ranks: merges keyed (left id, right id) -> (rank, new id),
 # a bounded per-worker cache of piece bytes -> ids, an array method for short
-# pieces and linear linked-list methods (heap, rank buckets) for long ones.
+# pieces and linked-list methods for long ones (rank buckets, O(n); else a heap).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from qwen4exp._idvec cimport IdVec
 
@@ -58,7 +58,8 @@ cdef struct Worker:
     # The piece cache is open-addressed (at most half full), with a pool for
     # the long words; when either is full it is emptied in one step rather
     # than evicting word by word.
-    CacheSlot *cache
+    CacheSlot *cache        # 64-byte aligned, inside cache_block
+    void *cache_block
     uint64_t cache_mask     # number of slots - 1 (two slots per word)
     Py_ssize_t cache_words  # words cached now
     Py_ssize_t cache_limit  # words cached at most (0: no cache)
@@ -73,7 +74,7 @@ cdef struct Worker:
     Py_ssize_t scratch_cap  # capacity of sym/prev/nxt
     int32_t *bucket_head    # rank -> first entry, -1 when empty (allocated on first use)
     uint64_t *bucket_bits   # one bit per non-empty bucket
-    uint64_t *pairs         # small direct-mapped cache of merge-table lookups (L1-sized)
+    uint64_t *pairs         # direct-mapped cache of merge-table lookups (L2-sized)
 
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,

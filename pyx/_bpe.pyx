@@ -153,11 +153,13 @@ cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil:
         return -1
     memset(w.pairs, 0xFF, (1 << PAIR_BITS) * sizeof(uint64_t))
     if cache_words > 0:
-        w.cache = <CacheSlot *> q4_malloc(<size_t> cache_words * 2 * sizeof(CacheSlot))
+        # One slot per cache line: align the table to 64 bytes (malloc gives 16).
+        w.cache_block = q4_malloc(<size_t> cache_words * 2 * sizeof(CacheSlot) + 64)
         w.pool = <uint8_t *> q4_malloc(<size_t> cache_words * CACHE_POOL_PER_WORD)
-        if w.cache == NULL or w.pool == NULL:
+        if w.cache_block == NULL or w.pool == NULL:
             worker_free(w)
             return -1
+        w.cache = <CacheSlot *> ((<size_t> w.cache_block + 63) & ~(<size_t> 63))
         w.cache_mask = <uint64_t> cache_words * 2 - 1
         w.cache_limit = cache_words
         w.pool_cap = cache_words * CACHE_POOL_PER_WORD
@@ -173,7 +175,7 @@ cdef void worker_flush(Worker *w) noexcept nogil:
 
 
 cdef void worker_free(Worker *w) noexcept nogil:
-    q4_free(w.cache)
+    q4_free(w.cache_block)
     q4_free(w.pool)
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)

@@ -180,25 +180,28 @@ cdef class NativeTokenizer:
     # -- the nogil loops ---------------------------------------------------------
 
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
-        """Pre-tokenize and BPE, one piece ahead: the next piece's cache slot
-        is requested (bpe_prefetch) before the current piece is encoded."""
-        cdef Py_ssize_t i = 0, e, e_next = 0
-        cdef uint64_t h, h_next = 0
+        """Pre-tokenize and BPE, two pieces ahead: a piece's cache slot is
+        requested (bpe_prefetch) two pieces before it is encoded, so that a
+        run of cache hits does not wait on memory."""
+        cdef Py_ssize_t start = 0, e0, e1 = n, e2 = n
+        cdef uint64_t h0, h1 = 0, h2 = 0
         if n == 0:
             return RC_OK
-        e = piece_end(s, n, 0)
-        h = bpe_prefetch(w, s, e)
+        e0 = piece_end(s, n, 0)
+        h0 = bpe_prefetch(w, s, e0)
+        if e0 < n:
+            e1 = piece_end(s, n, e0)
+            h1 = bpe_prefetch(w, s + e0, e1 - e0)
         while True:
-            if e < n:
-                e_next = piece_end(s, n, e)
-                h_next = bpe_prefetch(w, s + e, e_next - e)
-            if bpe_encode_hashed(&self.model, w, s + i, e - i, h, out) < 0:
+            if e1 < n:
+                e2 = piece_end(s, n, e1)
+                h2 = bpe_prefetch(w, s + e1, e2 - e1)
+            if bpe_encode_hashed(&self.model, w, s + start, e0 - start, h0, out) < 0:
                 return RC_NO_MEMORY
-            if e >= n:
+            if e0 >= n:
                 return RC_OK
-            i = e
-            e = e_next
-            h = h_next
+            start, e0, h0 = e0, e1, h1
+            e1, h1 = e2, h2
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""
