@@ -374,13 +374,16 @@ def _version(dist: str) -> str:
         return "?"
 
 
+def _import_or_skip(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise PeerUnavailable(f"{module} is not installed ({exc})") from None
+
+
 def build_fastokens() -> Peer:
     t0 = time.perf_counter()
-    try:
-        import fastokens
-    except ImportError as exc:
-        raise PeerUnavailable(f"fastokens is not installed ({exc})") from None
-    tok = fastokens.Tokenizer.from_file(str(TOKENIZER_JSON))
+    tok = _import_or_skip("fastokens").Tokenizer.from_file(str(TOKENIZER_JSON))
     tok.encode_ordinary("warm up")
     load = time.perf_counter() - t0
 
@@ -405,11 +408,7 @@ def build_fastokens() -> Peer:
 
 def build_kitoken() -> Peer:
     t0 = time.perf_counter()
-    try:
-        import kitoken
-    except ImportError as exc:
-        raise PeerUnavailable(f"kitoken is not installed ({exc})") from None
-    tok = kitoken.Kitoken.from_tokenizers_file(str(TOKENIZER_JSON))
+    tok = _import_or_skip("kitoken").Kitoken.from_tokenizers_file(str(TOKENIZER_JSON))
     tok.encode("warm up")
     load = time.perf_counter() - t0
 
