@@ -502,7 +502,9 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
 
 
 cdef inline const uint8_t *slot_key(const Worker *w, const CacheSlot *slot) noexcept nogil:
-    return slot.key if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS else w.pool + slot.offset
+    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
+        return slot.key
+    return w.pool + slot.offset
 
 
 cdef inline const int32_t *slot_ids(const Worker *w, const CacheSlot *slot) noexcept nogil:
