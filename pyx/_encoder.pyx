@@ -52,6 +52,7 @@ cdef struct Stream:
     const int64_t *ends
     const int8_t *kinds
     Py_ssize_t m
+    int64_t *tok_ends       # NULL, or m entries: ids so far after each segment
     IdVec ids
     int rc
     GeoError geo
@@ -203,14 +204,15 @@ cdef class NativeTokenizer:
         return rc
 
     cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
-                           const int64_t *ends, const int8_t *kinds, Py_ssize_t m, IdVec *out,
-                           GeoError *geo, Py_ssize_t *bad) noexcept nogil:
-        """Validate the whole geometry, then tokenize each segment on its own."""
+                           const int64_t *ends, const int8_t *kinds, Py_ssize_t first, Py_ssize_t m,
+                           IdVec *out, int64_t *tok_ends, GeoError *geo, Py_ssize_t *bad) noexcept nogil:
+        """Validate the geometry of segments first..m-1, then tokenize each on its
+        own; when tok_ends is not NULL, tok_ends[k - first] = len(out) after segment k."""
         cdef Py_ssize_t k
         cdef int rc
-        if check_geometry(data, n, starts, ends, kinds, m, geo) < 0:
+        if check_geometry(data, n, starts, ends, kinds, first, m, geo) < 0:
             return RC_GEOMETRY
-        for k in range(m):
+        for k in range(first, m):
             if kinds[k] == 0:
                 rc = self.encode_data(w, data + starts[k], ends[k] - starts[k], out)
                 if rc < 0:
@@ -223,6 +225,8 @@ cdef class NativeTokenizer:
                     geo.segment = k
                     geo.offset = starts[k] + bad[0]
                     return RC_UNKNOWN_CONTROL
+            if tok_ends != NULL:
+                tok_ends[k - first] = out.len
         return RC_OK
 
     # -- Python entry points ---------------------------------------------------
@@ -279,18 +283,65 @@ cdef class NativeTokenizer:
         memset(&out, 0, sizeof(IdVec))
         with nogil:
             rc = self.encode_stream(w, s, n, &starts[0] if m else NULL, &ends[0] if m else NULL,
-                                    &kinds[0] if m else NULL, m, &out, &geo, &bad)
+                                    &kinds[0] if m else NULL, 0, m, &out, NULL, &geo, &bad)
         self.release(w)
         try:
-            if rc == RC_NO_MEMORY:
-                raise MemoryError("out of memory while tokenizing segments")
-            if rc == RC_GEOMETRY:
-                return None, (int(geo.code), geo.segment, geo.offset)
-            if rc == RC_UNKNOWN_CONTROL:
-                return None, (-1, geo.segment, geo.offset)
-            return idvec_to_array(&out), None
+            fault = stream_fault(rc, &geo)
+            return (idvec_to_array(&out) if fault is None else None), fault
         finally:
             idvec_free(&out)
+
+    def encode_bounds(self, bytes data, tuple bounds, bint first_control, Py_ssize_t first,
+                      bint want_ends):
+        """Ids of segments first.. of a stream given as its boundaries (0, ...,
+        len(data)) with alternating kinds, the first one TRUSTED_CONTROL when
+        first_control: a RenderedChat's own form, with no arrays to build.
+
+        Returns (ids, tok_ends, fault): tok_ends (int64, one per encoded
+        segment: ids so far after it) only when want_ends; on a geometry /
+        unknown-control fault ids is None and fault is (code, segment, offset).
+        Segments before `first` are not checked: the caller encoded the same
+        bytes before (see check_geometry).
+        """
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), m = len(bounds) - 1, k, bad = 0
+        cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
+        cdef int64_t *b
+        cdef int8_t *kinds
+        cdef int64_t[::1] ends_view
+        cdef int64_t *tok_ends = NULL
+        cdef IdVec out
+        cdef GeoError geo
+        cdef Worker *w
+        cdef int rc
+        if m < 0 or not 0 <= first <= m:
+            raise ValueError("bounds must hold at least 0, and 0 <= first <= segments")
+        b = <int64_t *> q4_malloc(<size_t> (m + 1) * (sizeof(int64_t) + sizeof(int8_t)))
+        if b == NULL:
+            raise MemoryError("out of memory preparing segments")
+        kinds = <int8_t *> (b + m + 1)
+        memset(&out, 0, sizeof(IdVec))
+        try:
+            for k in range(m + 1):
+                b[k] = bounds[k]
+            for k in range(m):
+                kinds[k] = (k + first_control) & 1
+            tok_array = None
+            if want_ends:
+                tok_array = np.empty(m - first, dtype=np.int64)
+                if m > first:
+                    ends_view = tok_array
+                    tok_ends = &ends_view[0]
+            w = self.acquire()
+            with nogil:
+                rc = self.encode_stream(w, s, n, b, b + 1, kinds, first, m, &out, tok_ends, &geo, &bad)
+            self.release(w)
+            fault = stream_fault(rc, &geo)
+            if fault is not None:
+                return None, None, fault
+            return idvec_to_array(&out), tok_array, None
+        finally:
+            idvec_free(&out)
+            q4_free(b)
 
     def encode_batch(self, list texts, int num_threads):
         """Ids of each text (DATA), computed on num_threads threads without the GIL."""
@@ -313,27 +364,36 @@ cdef class NativeTokenizer:
 
     def encode_streams(self, list items, int num_threads):
         """Batch of segmented streams: items are (data, starts, ends, kinds) with
-        bytes and int64/int64/int8 contiguous arrays. Returns, per item, either
-        an int32 array or a fault tuple (code, segment, offset) as in
-        encode_segments. Raises MemoryError if any stream ran out of memory."""
+        bytes and int64/int64/int8 contiguous arrays, optionally a fifth: an
+        int64 array of one entry per segment that receives the ids so far
+        after each segment. Returns, per item, either an int32 array or a
+        fault tuple (code, segment, offset) as in encode_segments. Raises
+        MemoryError if any stream ran out of memory."""
         cdef Py_ssize_t count = len(items), k
         cdef Stream *streams
         cdef const int64_t[::1] st_view
         cdef const int64_t[::1] en_view
         cdef const int8_t[::1] ki_view
+        cdef int64_t[::1] te_view
         cdef bytes data
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
         try:
             for k in range(count):
-                data, starts, ends, kinds = items[k]
+                item = items[k]
+                data, starts, ends, kinds = item[:4]
                 st_view = starts
                 en_view = ends
                 ki_view = kinds
                 if en_view.shape[0] != st_view.shape[0] or ki_view.shape[0] != st_view.shape[0]:
                     raise ValueError("starts, ends and kinds must have one entry per segment")
+                if len(item) > 4:
+                    te_view = item[4]
+                    if te_view.shape[0] != st_view.shape[0]:
+                        raise ValueError("tok_ends must have one entry per segment")
+                    if te_view.shape[0]:
+                        streams[k].tok_ends = &te_view[0]
                 streams[k].data = <const uint8_t *> PyBytes_AS_STRING(data)
                 streams[k].n = PyBytes_GET_SIZE(data)
                 streams[k].m = st_view.shape[0]
@@ -403,10 +463,8 @@ cdef class NativeTokenizer:
         """Store stream k's result; True if it ran out of memory."""
         if st.rc == RC_NO_MEMORY:
             return True
-        if st.rc == RC_GEOMETRY:
-            results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
-        elif st.rc == RC_UNKNOWN_CONTROL:
-            results[k] = (-1, st.geo.segment, st.geo.offset)
+        if st.rc != RC_OK:
+            results[k] = stream_fault(st.rc, &st.geo)
         elif as_lists:
             results[k] = idvec_to_list(&st.ids, self._id_objects)
         else:
@@ -438,8 +496,8 @@ cdef class NativeTokenizer:
             if st.m < 0:
                 st.rc = self.encode_data(w, st.data, st.n, &st.ids)
             else:
-                st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
-                                           &st.ids, &st.geo, &st.bad)
+                st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, 0, st.m,
+                                           &st.ids, st.tok_ends, &st.geo, &st.bad)
             if st.rc < 0:
                 idvec_free(&st.ids)  # a failed stream returns no partial ids
             q4_mark_done(&st.done)
@@ -484,12 +542,38 @@ cdef class NativeTokenizer:
                 pos += a
         return out, -1
 
+    def token_lengths(self):
+        """int32 array: the byte length of each id's spelling (0 for ids that are
+        neither a token nor an atom), indexed by id."""
+        cdef Py_ssize_t k, a
+        cdef Py_ssize_t size = len(self._id_objects)
+        out = np.zeros(size, dtype=np.int32)
+        cdef int32_t[::1] v = out
+        for k in range(min(self.n_vocab, size)):
+            v[k] = <int32_t> (self.token_offsets[k + 1] - self.token_offsets[k])
+        for a in range(self.atoms.n):
+            if 0 <= self.atoms.ids[a] < size:
+                v[self.atoms.ids[a]] = <int32_t> (self.atoms.offsets[a + 1] - self.atoms.offsets[a])
+        return out
+
     cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil:
         cdef Py_ssize_t a
         for a in range(self.atoms.n):
             if self.atoms.ids[a] == t:
                 return a
         return -1
+
+
+cdef object stream_fault(int rc, GeoError *geo):
+    """None for RC_OK; the fault tuple (code, segment, offset) for a geometry or
+    unknown-control fault (code -1); MemoryError for RC_NO_MEMORY."""
+    if rc == RC_OK:
+        return None
+    if rc == RC_GEOMETRY:
+        return (int(geo.code), geo.segment, geo.offset)
+    if rc == RC_UNKNOWN_CONTROL:
+        return (-1, geo.segment, geo.offset)
+    raise MemoryError("out of memory while tokenizing segments")
 
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL:

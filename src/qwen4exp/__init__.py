@@ -1,6 +1,7 @@
 """qwen4exp: provenance-preserving Qwen4Exp chat rendering and Qwen byte-level BPE."""
 
 from .chat import render_chat, render_chat_into
+from .encoded import EncodedChat
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -8,7 +9,7 @@ from .errors import (
     TextEncodingError,
     UnknownControlError,
 )
-from .segments import Kind, RenderedChat, Segment, SegmentBuilder
+from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "render_chat_into",
     "Tokenizer",
     "TokenBuffer",
+    "EncodedChat",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",
@@ -23,6 +25,7 @@ __all__ = [
     "TextEncodingError",
     "Kind",
     "Segment",
+    "MessageSpan",
     "RenderedChat",
     "SegmentBuilder",
 ]
