@@ -14,7 +14,7 @@ from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 cimport numpy as cnp
 import numpy as np
 import threading
@@ -562,6 +562,19 @@ cdef class NativeTokenizer:
             if self.atoms.ids[a] == t:
                 return a
         return -1
+
+
+def common_prefix(bytes a, bytes b):
+    """Length of the longest common prefix of a and b."""
+    cdef Py_ssize_t n = min(PyBytes_GET_SIZE(a), PyBytes_GET_SIZE(b)), i = 0
+    cdef const uint8_t *p = <const uint8_t *> PyBytes_AS_STRING(a)
+    cdef const uint8_t *q = <const uint8_t *> PyBytes_AS_STRING(b)
+    with nogil:
+        while i + 256 <= n and memcmp(p + i, q + i, 256) == 0:
+            i += 256
+        while i < n and p[i] == q[i]:
+            i += 1
+    return i
 
 
 cdef object stream_fault(int rc, GeoError *geo):
