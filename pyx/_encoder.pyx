@@ -564,6 +564,16 @@ cdef class NativeTokenizer:
         return -1
 
 
+def utf8_cached(str text):
+    """text's UTF-8 bytes, through the UTF-8 form CPython keeps with the str
+    (PyUnicode_AsUTF8AndSize): a string rendered again, as a conversation's
+    history is at every turn, is converted once. UnicodeEncodeError on lone
+    surrogates, as str.encode."""
+    cdef Py_ssize_t n
+    cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
+    return PyBytes_FromStringAndSize(s, n)
+
+
 def common_prefix(bytes a, bytes b):
     """Length of the longest common prefix of a and b."""
     cdef Py_ssize_t n = min(PyBytes_GET_SIZE(a), PyBytes_GET_SIZE(b)), i = 0

@@ -2,7 +2,9 @@
 
 `validate_request` checks a whole request before a single byte is rendered and
 returns it normalised: every caller string encoded to UTF-8 (which is where a
-lone surrogate is caught, so each string is encoded exactly once), content
+lone surrogate is caught, so each string is encoded exactly once; through the
+UTF-8 form CPython caches on the str, so history re-rendered at every turn of
+a conversation is converted once, not at every turn), content
 parts joined, tool arguments and tool schemas turned into the exact bytes the
 renderer writes. Nothing here ever looks at what caller text *spells*: only
 types, roles and order decide structure.
@@ -14,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ._encoder import utf8_cached
 from .errors import ChatFormatError
 from .segments import utf8
 
@@ -76,7 +79,7 @@ def tojson(value: Any) -> str:
 
 def _text(value: str, where: str) -> bytes:
     try:
-        return value.encode("utf-8")
+        return utf8_cached(value)
     except UnicodeEncodeError:  # a lone surrogate: name where it is
         return utf8(value, where)
 
@@ -86,7 +89,7 @@ def _json_text(value: Any, where: str, what: str) -> bytes:
         text = tojson(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ChatFormatError(f"{where}: {what} is not JSON-serialisable ({exc})") from None
-    return _text(text, where)
+    return utf8(text, where)  # a fresh string: no UTF-8 form worth keeping
 
 
 def _reject_constant(name: str) -> Any:
@@ -96,7 +99,7 @@ def _reject_constant(name: str) -> Any:
 def _content(value: Any, i: int, optional: bool) -> bytes:
     if isinstance(value, str):
         try:
-            return value.encode("utf-8")
+            return utf8_cached(value)
         except UnicodeEncodeError:
             return utf8(value, f"messages[{i}].content")
     where = f"messages[{i}].content"
@@ -254,7 +257,7 @@ def validate_request(
                         f"not {type(reasoning).__name__}"
                     )
                 try:
-                    reasoning = reasoning.encode("utf-8")
+                    reasoning = utf8_cached(reasoning)
                 except UnicodeEncodeError:
                     utf8(reasoning, f"messages[{i}].reasoning_content")
             calls = msg.get("tool_calls")
