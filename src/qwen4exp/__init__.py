@@ -11,6 +11,7 @@ from .errors import (
 )
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer
+from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 
 __all__ = [
     "render_chat",
@@ -18,6 +19,7 @@ __all__ = [
     "Tokenizer",
     "TokenBuffer",
     "EncodedChat",
+    "ChatEncoder",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",

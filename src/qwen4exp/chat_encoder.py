@@ -50,6 +50,10 @@ class ChatEncoder:
         again (their ids came from the call before)."""
         return self._reused
 
+    def __repr__(self) -> str:
+        kept = 0 if self._prev is None else len(self._prev[0])
+        return f"ChatEncoder({kept} bytes kept, {self._reused} reused by the last call)"
+
     def reset(self) -> None:
         """Forget the previous conversation (the next call encodes in full)."""
         self._acquire()

@@ -12,6 +12,7 @@ import os
 import types
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from ._encoder import NativeTokenizer
 from .encoded import EncodedChat, chat_masks
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
+
+if TYPE_CHECKING:
+    from .chat_encoder import ChatEncoder
 
 __all__ = ["Tokenizer", "TokenBuffer"]
 
