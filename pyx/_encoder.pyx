@@ -564,11 +564,12 @@ cdef class NativeTokenizer:
         return -1
 
 
-def utf8_cached(str text):
+def utf8_cached(text):
     """text's UTF-8 bytes, through the UTF-8 form CPython keeps with the str
     (PyUnicode_AsUTF8AndSize): a string rendered again, as a conversation's
     history is at every turn, is converted once. UnicodeEncodeError on lone
-    surrogates, as str.encode."""
+    surrogates, as str.encode. A str subclass is read as a str: none of its
+    methods run."""
     cdef Py_ssize_t n
     cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
     return PyBytes_FromStringAndSize(s, n)
