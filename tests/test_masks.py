@@ -195,3 +195,18 @@ def test_generation_prompt_and_preamble_belong_to_no_message(tok):
     assert (enc.message_index[off < span.start] == -1).all()
     assert (enc.message_index[off >= span.end] == -1).all()
     assert not enc.assistant_mask.any()
+
+
+def test_spans_follow_render_chat_into():
+    """The spans are part of the transcript: replaced by a successful
+    render_chat_into, untouched by a failing one."""
+    first = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    out = qwen4exp.RenderedChat()
+    qwen4exp.render_chat_into(first, out)
+    before = out.message_spans
+    assert before == qwen4exp.render_chat(first).message_spans and len(before) == 2
+    with pytest.raises(qwen4exp.ChatFormatError):
+        qwen4exp.render_chat_into([{"role": "user", "content": "a"}, {"role": "nobody"}], out)
+    assert out.message_spans == before
+    qwen4exp.render_chat_into([{"role": "system", "content": "s"}], out)
+    assert out.message_spans == (MessageSpan(0, len(out.data), 0, "system"),)
