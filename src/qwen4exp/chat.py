@@ -23,6 +23,7 @@ template cannot render):
 from __future__ import annotations
 
 from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from .chat_validate import ASSISTANT, TOOL, USER, Request, validate_request
@@ -72,6 +73,7 @@ _NO_THINKING_PROMPT = (THINK, b"\n\n", THINK_END, b"\n\n")
 _CALL_NAME = b'\n{"name": "'
 _CALL_ARGS = b'", "arguments": '
 _CALL_CLOSE = b"}\n"
+_role = attrgetter("role")
 
 def _render(req: Request) -> tuple[list[bytes], list[int]]:
     """The stream's parts (alternating CONTROL, DATA, ...; see above) and, per
@@ -155,7 +157,7 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking)
     parts, spans = _render(req)
     bounds = tuple(accumulate(map(len, parts), initial=0))
-    roles = tuple(m.role for m in req.messages)
+    roles = tuple(map(_role, req.messages))
     return b"".join(parts), bounds, True, None, (spans, roles)
 
 
