@@ -21,6 +21,7 @@ import qwen4exp
 from qwen4exp import SegmentBuilder
 
 from test_chat import _atom_text
+from test_chat_tokens import ATOM_FREE, CASES, reference_ids, render
 
 TOOLS_A = [{"type": "function", "function": {"name": "search", "parameters": {"q": "string"}}}]
 TOOLS_B = TOOLS_A + [{"type": "function", "function": {"name": "fetch", "description": "get <url>"}}]
@@ -92,6 +93,18 @@ def test_random_edit_sequences_equal_encode_chat(tok, system, edits, data):
         assert 0 <= enc.reused_bytes <= min(len(prev), len(chat.data))
         assert chat.data[: enc.reused_bytes] == prev[: enc.reused_bytes]
         prev = chat.data
+
+
+def test_atom_free_oracle_through_one_encoder_equals_transformers(tok):
+    """Each atom-free oracle case, then the same case grown by one user turn,
+    through one encoder: ids equal transformers' apply_chat_template."""
+    enc = tok.chat_encoder()
+    for name in ATOM_FREE:
+        request = CASES[name]["request"]
+        grown = dict(request, messages=request["messages"] + [{"role": "user", "content": "and then?"}])
+        for req in (request, grown):
+            assert enc.encode(render(req)).tolist() == reference_ids(req)
+        assert enc.reused_bytes > 0
 
 
 def test_growing_conversation_reuses_the_history(tok):
