@@ -1,4 +1,4 @@
-"""Plain-text parity with Hugging Face `tokenizers` (SPEC.md invariant 3).
+"""Plain-text parity with Hugging Face `tokenizers` (docs/FORMAT.md, invariant 3).
 
 The reference is tokenizers==0.22.1 on the bundled tokenizer.json with its
 added tokens removed. Nothing here compares qwen4exp with itself.

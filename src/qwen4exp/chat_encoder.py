@@ -19,7 +19,7 @@ import numpy as np
 from ._encoder import common_prefix
 from .encoded import EncodedChat, chat_masks
 from .segments import RenderedChat
-from .tokenizer import _raise_fault
+from .tokenizer import fault_error
 
 __all__ = ["ChatEncoder"]
 
@@ -105,7 +105,7 @@ class ChatEncoder:
         tok = self._tok
         tail, tail_ends, fault = tok._native.encode_bounds(data, bounds, first_control, first, True)
         if fault is not None:
-            _raise_fault(fault, data, bounds, bounds[1:])
+            raise fault_error(fault, data, bounds, bounds[1:])
         if first == 0:
             return tail, tail_ends
         _, _, _, pids, pends = self._prev

@@ -1,4 +1,4 @@
-"""Validation of a chat request for the Qwen4Exp chat format (SPEC.md).
+"""Validation of a chat request for the Qwen4Exp chat format (docs/FORMAT.md, section 3).
 
 `validate_request` checks a whole request before a single byte is rendered and
 returns it normalised: every caller string encoded to UTF-8 (which is where a
@@ -35,7 +35,7 @@ __all__ = [
 SYSTEM, USER, ASSISTANT, TOOL = 0, 1, 2, 3
 _ROLES = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 
-# Structured parts the text-only artifact refuses (SPEC: "Content").
+# Structured parts the text-only artifact refuses (docs/FORMAT.md, "Content").
 _MEDIA_PARTS = frozenset({"image", "image_url", "video", "video_url", "audio", "input_audio"})
 _MISSING = object()
 # `type(x) is dict or isinstance(x, Mapping)`: the exact check first, since the
@@ -220,6 +220,17 @@ def _tools(tools: Any) -> tuple[bytes, ...]:
     return tuple(out)
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A bool option; numpy's bool_ counts (it is what a numpy mask yields)."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"):
+        return bool(value)
+    kind = type(value)
+    raise ChatFormatError(f"{name}: must be a bool, not {kind.__module__}.{kind.__qualname__}"
+                          if kind.__module__ != "builtins" else f"{name}: must be a bool, not {kind.__name__}")
+
+
 def validate_request(
     messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any
 ) -> Request:
@@ -228,14 +239,8 @@ def validate_request(
     Raises ChatFormatError (role, order, content, tool calls, tools, options)
     or TextEncodingError (a lone surrogate), naming the message index and field.
     """
-    if not isinstance(add_generation_prompt, bool):
-        raise ChatFormatError(
-            f"add_generation_prompt: must be a bool, not {type(add_generation_prompt).__name__}"
-        )
-    if not isinstance(enable_thinking, bool):
-        raise ChatFormatError(
-            f"enable_thinking: must be a bool, not {type(enable_thinking).__name__}"
-        )
+    add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
+    enable_thinking = _flag(enable_thinking, "enable_thinking")
     if not isinstance(messages, list):
         raise ChatFormatError(f"messages: must be a list of messages, not {type(messages).__name__}")
     if not messages:
