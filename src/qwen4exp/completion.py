@@ -1,4 +1,4 @@
-"""Parse what a model generates into an assistant message (README, "Completions").
+"""Parse what a model generates into an assistant message (docs/FORMAT.md, section 11).
 
 The ids a model writes after `<|im_start|>assistant\\n` are parsed by their
 ids, never by their text: only the atom ids `<think>`, `</think>`,

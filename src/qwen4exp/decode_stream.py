@@ -2,7 +2,7 @@
 
 Byte-level BPE ids do not stop at character boundaries: one character can be
 spread over several ids. `DecodeStream.step(id)` returns exactly the text that
-became complete with that id. The rules (README, "Streaming"):
+became complete with that id. The rules (docs/FORMAT.md, section 11):
 
 * a character is returned by the first step that completes it, never later,
   and never split;
