@@ -42,6 +42,44 @@ cdef inline bint atom_at(const AtomTable *t, Py_ssize_t a, const uint8_t *s, Py_
     return length > 0 and p + length <= n and memcmp(s + p, t.blob + t.offsets[a], <size_t> length) == 0
 
 
+cdef inline bint atom_at_quick(const AtomTable *t, Py_ssize_t a, const uint8_t *s, Py_ssize_t n,
+                               Py_ssize_t p) noexcept nogil:
+    # atom_at, rejecting on the second and last bytes before a memcmp (the
+    # spellings share their first byte)
+    cdef Py_ssize_t length = t.offsets[a + 1] - t.offsets[a]
+    cdef const uint8_t *spelling = t.blob + t.offsets[a]
+    if length < 2 or p + length > n:
+        return atom_at(t, a, s, n, p)
+    return (s[p + 1] == spelling[1] and s[p + length - 1] == spelling[length - 1]
+            and memcmp(s + p, spelling, <size_t> length) == 0)
+
+
+cdef int atoms_parse_forced(const AtomTable *t, const uint8_t *s, Py_ssize_t n,
+                            IdVec *out) noexcept nogil:
+    """The common case: exactly one atom matches at each step and they end at n.
+    Then that split is the only one, so it is the answer. Returns 1 if it
+    applied (ids appended), 0 if the general parse must decide (out as it
+    was), RC_NO_MEMORY."""
+    cdef Py_ssize_t p = 0, a, found, start = out.len
+    while p < n:
+        found = -1
+        for a in range(t.n):
+            if atom_at_quick(t, a, s, n, p):
+                if found >= 0:
+                    out.len = start
+                    return 0  # two spellings match here: ambiguous prefix
+                found = a
+        if found < 0:
+            out.len = start
+            return 0
+        if idvec_reserve(out, 1) < 0:
+            return RC_NO_MEMORY
+        out.data[out.len] = t.ids[found]
+        out.len += 1
+        p += t.offsets[found + 1] - t.offsets[found]
+    return 1
+
+
 cdef int atoms_parse(const AtomTable *t, const uint8_t *s, Py_ssize_t n, IdVec *out,
                      Py_ssize_t *bad_offset) noexcept nogil:
     """Append the atom ids spelling s[0:n] exactly.
@@ -52,6 +90,9 @@ cdef int atoms_parse(const AtomTable *t, const uint8_t *s, Py_ssize_t n, IdVec *
     """
     cdef uint8_t *tail_ok   # tail_ok[p]: s[p:n] splits into atoms
     cdef Py_ssize_t p, a, reach = 0
+    cdef int forced = atoms_parse_forced(t, s, n, out)
+    if forced != 0:
+        return RC_OK if forced > 0 else forced
     tail_ok = <uint8_t *> q4_malloc(<size_t> n + 1)
     if tail_ok == NULL:
         return RC_NO_MEMORY

@@ -16,7 +16,7 @@ from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 cimport numpy as cnp
 import numpy as np
 
@@ -169,14 +169,15 @@ cdef class NativeTokenizer:
         return rc
 
     cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
-                           const int64_t *ends, const int8_t *kinds, Py_ssize_t m, IdVec *out,
-                           GeoError *geo, Py_ssize_t *bad) noexcept nogil:
-        """Validate the whole geometry, then tokenize each segment on its own."""
+                           const int64_t *ends, const int8_t *kinds, Py_ssize_t first, Py_ssize_t m,
+                           IdVec *out, int64_t *tok_ends, GeoError *geo, Py_ssize_t *bad) noexcept nogil:
+        """Validate the geometry of segments first..m-1, then tokenize each on its
+        own; when tok_ends is not NULL, tok_ends[k - first] = len(out) after segment k."""
         cdef Py_ssize_t k
         cdef int rc
-        if check_geometry(data, n, starts, ends, kinds, m, geo) < 0:
+        if check_geometry(data, n, starts, ends, kinds, first, m, geo) < 0:
             return RC_GEOMETRY
-        for k in range(m):
+        for k in range(first, m):
             if kinds[k] == 0:
                 rc = self.encode_data(w, data + starts[k], ends[k] - starts[k], out)
                 if rc < 0:
@@ -188,6 +189,8 @@ cdef class NativeTokenizer:
                     geo.offset = starts[k] + bad[0]
                 if rc != RC_OK:
                     return rc
+            if tok_ends != NULL:
+                tok_ends[k - first] = out.len
         return RC_OK
 
     # -- Python entry points ---------------------------------------------------
@@ -244,7 +247,7 @@ cdef class NativeTokenizer:
         memset(&out, 0, sizeof(IdVec))
         with nogil:
             rc = self.encode_stream(w, s, n, &starts[0] if m else NULL, &ends[0] if m else NULL,
-                                    &kinds[0] if m else NULL, m, &out, &geo, &bad)
+                                    &kinds[0] if m else NULL, 0, m, &out, NULL, &geo, &bad)
         self.release(w)
         try:
             if rc == RC_NO_MEMORY:
@@ -254,6 +257,59 @@ cdef class NativeTokenizer:
             return idvec_to_array(&out), None
         finally:
             idvec_free(&out)
+
+    def encode_bounds(self, bytes data, tuple bounds, bint first_control, Py_ssize_t first,
+                      bint want_ends):
+        """Ids of segments first.. of a stream given as its boundaries (0, ...,
+        len(data)) with alternating kinds, the first one TRUSTED_CONTROL when
+        first_control: a RenderedChat's own form, with no arrays to build.
+
+        Returns (ids, tok_ends, fault): tok_ends (int64, one per encoded
+        segment: ids so far after it) only when want_ends; on a geometry /
+        unknown-control fault ids is None and fault a tuple (see fault_tuple).
+        Segments before `first` are not checked: the caller encoded the same
+        bytes before (see check_geometry).
+        """
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), m = len(bounds) - 1, k, bad = 0
+        cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
+        cdef int64_t *b
+        cdef int8_t *kinds
+        cdef int64_t[::1] ends_view
+        cdef int64_t *tok_ends = NULL
+        cdef IdVec out
+        cdef GeoError geo
+        cdef Worker *w
+        cdef int rc
+        if m < 0 or not 0 <= first <= m:
+            raise ValueError("bounds must hold at least 0, and 0 <= first <= segments")
+        b = <int64_t *> q4_malloc(<size_t> (m + 1) * (sizeof(int64_t) + sizeof(int8_t)))
+        if b == NULL:
+            raise MemoryError("out of memory preparing segments")
+        kinds = <int8_t *> (b + m + 1)
+        memset(&out, 0, sizeof(IdVec))
+        try:
+            for k in range(m + 1):
+                b[k] = bounds[k]
+            for k in range(m):
+                kinds[k] = (k + first_control) & 1
+            tok_array = None
+            if want_ends:
+                tok_array = np.empty(m - first, dtype=np.int64)
+                if m > first:
+                    ends_view = tok_array
+                    tok_ends = &ends_view[0]
+            w = self.acquire()
+            with nogil:
+                rc = self.encode_stream(w, s, n, b, b + 1, kinds, first, m, &out, tok_ends, &geo, &bad)
+            self.release(w)
+            if rc == RC_NO_MEMORY:
+                raise MemoryError("out of memory while tokenizing segments")
+            if rc != RC_OK:
+                return None, None, fault_tuple(rc, &geo)
+            return idvec_to_array(&out), tok_array, None
+        finally:
+            idvec_free(&out)
+            q4_free(b)
 
     def encode_batch(self, list texts, int num_threads):
         """Ids of each text (DATA), computed on num_threads threads without the GIL."""
@@ -275,26 +331,36 @@ cdef class NativeTokenizer:
 
     def encode_streams(self, list items, int num_threads):
         """Batch of segmented streams: items are (data, starts, ends, kinds) with
-        bytes and int64/int64/int8 contiguous arrays. Returns, per item, either
-        an int32 array or a fault tuple (code, segment, offset) as in
-        encode_segments. Raises MemoryError if any stream ran out of memory."""
+        bytes and int64/int64/int8 contiguous arrays, optionally a fifth: an
+        int64 array of one entry per segment that receives the ids so far
+        after each segment. Returns, per item, either an int32 array or a
+        fault tuple (code, segment, offset) as in encode_segments. Raises
+        MemoryError if any stream ran out of memory."""
         cdef Py_ssize_t count = len(items), k
         cdef Stream *streams
         cdef const int64_t[::1] st_view
         cdef const int64_t[::1] en_view
         cdef const int8_t[::1] ki_view
+        cdef int64_t[::1] te_view
         cdef bytes data
         if count == 0:
             return []
         streams = new_streams(count)
         try:
             for k in range(count):
-                data, starts, ends, kinds = items[k]
+                item = items[k]
+                data, starts, ends, kinds = item[:4]
                 st_view = starts
                 en_view = ends
                 ki_view = kinds
                 if en_view.shape[0] != st_view.shape[0] or ki_view.shape[0] != st_view.shape[0]:
                     raise ValueError("starts, ends and kinds must have one entry per segment")
+                if len(item) > 4:
+                    te_view = item[4]
+                    if te_view.shape[0] != st_view.shape[0]:
+                        raise ValueError("tok_ends must have one entry per segment")
+                    if te_view.shape[0]:
+                        streams[k].tok_ends = &te_view[0]
                 streams[k].data = <const uint8_t *> PyBytes_AS_STRING(data)
                 streams[k].n = PyBytes_GET_SIZE(data)
                 streams[k].m = st_view.shape[0]
@@ -369,6 +435,20 @@ cdef class NativeTokenizer:
                 pos += a
         return out, -1
 
+    def token_lengths(self):
+        """int32 array: the byte length of each id's spelling (0 for ids that are
+        neither a token nor an atom), indexed by id."""
+        cdef Py_ssize_t k, a
+        cdef Py_ssize_t size = len(self._id_objects)
+        out = np.zeros(size, dtype=np.int32)
+        cdef int32_t[::1] v = out
+        for k in range(min(self.n_vocab, size)):
+            v[k] = <int32_t> (self.token_offsets[k + 1] - self.token_offsets[k])
+        for a in range(self.atoms.n):
+            if 0 <= self.atoms.ids[a] < size:
+                v[self.atoms.ids[a]] = <int32_t> (self.atoms.offsets[a + 1] - self.atoms.offsets[a])
+        return out
+
     cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil:
         cdef Py_ssize_t a
         for a in range(self.atoms.n):
@@ -377,12 +457,36 @@ cdef class NativeTokenizer:
         return -1
 
 
+def utf8_cached(text):
+    """text's UTF-8 bytes, through the UTF-8 form CPython keeps with the str
+    (PyUnicode_AsUTF8AndSize): a string rendered again, as a conversation's
+    history is at every turn, is converted once. UnicodeEncodeError on lone
+    surrogates, as str.encode. A str subclass is read as a str: none of its
+    methods run."""
+    cdef Py_ssize_t n
+    cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
+    return PyBytes_FromStringAndSize(s, n)
+
+
+def common_prefix(bytes a, bytes b):
+    """Length of the longest common prefix of a and b."""
+    cdef Py_ssize_t n = min(PyBytes_GET_SIZE(a), PyBytes_GET_SIZE(b)), i = 0
+    cdef const uint8_t *p = <const uint8_t *> PyBytes_AS_STRING(a)
+    cdef const uint8_t *q = <const uint8_t *> PyBytes_AS_STRING(b)
+    with nogil:
+        while i + 256 <= n and memcmp(p + i, q + i, 256) == 0:
+            i += 256
+        while i < n and p[i] == q[i]:
+            i += 1
+    return i
+
+
 cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
     """The scheduler's encode callback: one stream, DATA text or segmented."""
     if st.m < 0:
         return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)
-    return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
-                                                 &st.ids, &st.geo, &st.bad)
+    return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, 0,
+                                                 st.m, &st.ids, st.tok_ends, &st.geo, &st.bad)
 
 
 cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:

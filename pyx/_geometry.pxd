@@ -21,5 +21,5 @@ cdef struct GeoError:
 
 cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil
 cdef int check_geometry(const uint8_t *data, Py_ssize_t n, const int64_t *starts,
-                        const int64_t *ends, const int8_t *kinds, Py_ssize_t m,
-                        GeoError *err) noexcept nogil
+                        const int64_t *ends, const int8_t *kinds, Py_ssize_t first,
+                        Py_ssize_t m, GeoError *err) noexcept nogil

@@ -59,21 +59,29 @@ cdef inline int fail(GeoError *err, GeoCode code, Py_ssize_t segment, Py_ssize_t
 
 
 cdef int check_geometry(const uint8_t *data, Py_ssize_t n, const int64_t *starts,
-                        const int64_t *ends, const int8_t *kinds, Py_ssize_t m,
-                        GeoError *err) noexcept nogil:
-    """0 if the m segments tile data[0:n] exactly, well formed; else -1 with err set.
+                        const int64_t *ends, const int8_t *kinds, Py_ssize_t first,
+                        Py_ssize_t m, GeoError *err) noexcept nogil:
+    """0 if segments first..m-1 tile data[starts[first]:n] exactly, well formed;
+    else -1 with err set. Segments before `first` were checked by an earlier
+    call over the same bytes (an incremental encoder's reused prefix); with
+    first == 0 the whole stream is checked.
 
     Geometry is checked before the bytes, so the error names the first
-    structural fault; UTF-8 validity of the whole stream comes last.
+    structural fault; UTF-8 validity of the checked bytes comes last.
     """
-    cdef Py_ssize_t k, bad
+    cdef Py_ssize_t k, bad, origin
     cdef int64_t prev_end = 0
     err.code = GEO_OK
     err.segment = -1
     err.offset = 0
     if m == 0 and n > 0:
         return fail(err, GEO_NO_SEGMENTS, -1, 0)
-    for k in range(m):
+    if first > 0:
+        prev_end = starts[first] if first < m else n
+        if prev_end < 0 or prev_end > n:
+            return fail(err, GEO_PAST_END, first, prev_end)
+    origin = prev_end
+    for k in range(first, m):
         if kinds[k] != 0 and kinds[k] != 1:
             return fail(err, GEO_BAD_KIND, k, starts[k])
         if starts[k] > prev_end:
@@ -91,7 +99,7 @@ cdef int check_geometry(const uint8_t *data, Py_ssize_t n, const int64_t *starts
         prev_end = ends[k]
     if prev_end < n:
         return fail(err, GEO_SHORT, m - 1, prev_end)
-    bad = utf8_invalid_at(data, n)
+    bad = utf8_invalid_at(data + origin, n - origin)
     if bad >= 0:
-        return fail(err, GEO_BAD_UTF8, -1, bad)
+        return fail(err, GEO_BAD_UTF8, -1, origin + bad)
     return 0

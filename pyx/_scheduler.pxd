@@ -16,6 +16,7 @@ cdef struct Stream:
     const int64_t *ends
     const int8_t *kinds
     Py_ssize_t m
+    int64_t *tok_ends       # NULL, or m entries: ids so far after each segment
     IdVec ids
     int rc
     GeoError geo

@@ -316,41 +316,37 @@ def test_render_chat_into_rejections_leave_out_untouched(case):
     assert snapshot(empty) == (b"", (), "")
 
 
-def _count_calls(name):
-    counter = {"n": 0}
-    original = getattr(chat_mod._Stream, name)
+class _FailingMessages(tuple):
+    """A validated request's messages whose iteration raises MemoryError at
+    message `fail_at`: the renderer fails with part of the stream written."""
 
-    def wrapper(self, *a):
-        counter["n"] += 1
-        return original(self, *a)
+    fail_at = 0
 
-    return counter, original, wrapper
-
-
-@pytest.mark.parametrize("primitive", ["data", "control"])
-def test_memory_error_mid_render(monkeypatch, primitive):
-    counter, original, wrapper = _count_calls(primitive)
-    monkeypatch.setattr(chat_mod._Stream, primitive, wrapper)
-    render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True)
-    total = counter["n"]
-    assert total > 10
-    for fail_at in sorted({1, 2, total // 3, total // 2, total - 1, total}):
-        calls = {"n": 0}
-
-        def failing(self, *a, _fail_at=fail_at):
-            calls["n"] += 1
-            if calls["n"] == _fail_at:
+    def __iter__(self):
+        for i, msg in enumerate(tuple.__iter__(self)):
+            if i == self.fail_at:
                 raise MemoryError("injected")
-            return original(self, *a)
+            yield msg
 
-        monkeypatch.setattr(chat_mod._Stream, primitive, original)
+
+def test_memory_error_mid_render(monkeypatch):
+    real_validate = chat_mod.validate_request
+    total = len(real_validate(BIG, BIG_TOOLS, True, True).messages)
+    for fail_at in range(total):
+
+        def validate(*a, _fail_at=fail_at):
+            req = real_validate(*a)
+            msgs = _FailingMessages(req.messages)
+            msgs.fail_at = _fail_at
+            return req._replace(messages=msgs)
+
         out = _prefilled()
         before = snapshot(out)
-        monkeypatch.setattr(chat_mod._Stream, primitive, failing)
-        with pytest.raises(MemoryError):
-            render_chat_into(BIG, out, tools=BIG_TOOLS, add_generation_prompt=True)
+        with monkeypatch.context() as m:
+            m.setattr(chat_mod, "validate_request", validate)
+            with pytest.raises(MemoryError):
+                render_chat_into(BIG, out, tools=BIG_TOOLS, add_generation_prompt=True)
         assert snapshot(out) == before
-    monkeypatch.setattr(chat_mod._Stream, primitive, original)
     out = _prefilled()
     render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert out == render_chat(BIG, tools=BIG_TOOLS)
@@ -369,7 +365,7 @@ def test_memory_error_in_validation_and_finish(monkeypatch):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert snapshot(out) == before
     with monkeypatch.context() as m:
-        m.setattr(chat_mod._Stream, "finish", boom)
+        m.setattr(chat_mod, "_render", boom)
         with pytest.raises(MemoryError):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert snapshot(out) == before

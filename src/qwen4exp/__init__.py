@@ -8,6 +8,7 @@ docs/ARCHITECTURE.md.
 from .chat import render_chat, render_chat_into
 from .completion import CompletionParser, Delta
 from .decode_stream import DecodeStream
+from .encoded import EncodedChat
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -15,8 +16,9 @@ from .errors import (
     TextEncodingError,
     UnknownControlError,
 )
-from .segments import Kind, RenderedChat, Segment, SegmentBuilder
+from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer
+from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 from ._version import package_version as _package_version
 
 __version__ = _package_version()
@@ -26,6 +28,8 @@ __all__ = [
     "render_chat_into",
     "Tokenizer",
     "TokenBuffer",
+    "EncodedChat",
+    "ChatEncoder",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",
@@ -33,6 +37,7 @@ __all__ = [
     "TextEncodingError",
     "Kind",
     "Segment",
+    "MessageSpan",
     "RenderedChat",
     "SegmentBuilder",
     "CompletionParser",

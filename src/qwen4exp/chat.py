@@ -2,9 +2,11 @@
 
 `render_chat` writes the Qwen3 chat template's bytes for an OpenAI-style
 request, but as a segmented stream: every caller byte is DATA and only the
-markers the template itself emits are TRUSTED_CONTROL. Rendering goes through
-two primitives, `data(text)` and `control(marker)`; structure is decided from
-roles, order and fields only, never from what caller text spells.
+markers the template itself emits are TRUSTED_CONTROL. Caller strings arrive
+from validation as UTF-8 bytes and only ever land in DATA parts; CONTROL parts
+are module constants. Structure is decided from roles, order and fields only,
+never from what caller text spells. Each message's byte range is recorded as
+it is written (`RenderedChat.message_spans`).
 
 Differences from the Jinja template (all on inputs that spell atoms or that the
 template cannot render):
@@ -20,117 +22,83 @@ template cannot render):
 
 from __future__ import annotations
 
-from functools import partial
-from itertools import accumulate, cycle
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from .chat_validate import ASSISTANT, TOOL, USER, Request, validate_request
-from .segments import Kind, RenderedChat, Segment
+from .segments import RenderedChat
 
 __all__ = ["render_chat", "render_chat_into", "CONTROL_MARKERS"]
 
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
-THINK = "<think>"
-THINK_END = "</think>"
-TOOL_CALL = "<tool_call>"
-TOOL_CALL_END = "</tool_call>"
-TOOL_RESPONSE = "<tool_response>"
-TOOL_RESPONSE_END = "</tool_response>"
-
 #: The only spellings the renderer ever emits as TRUSTED_CONTROL.
 CONTROL_MARKERS = frozenset(
-    {IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END}
+    {"<|im_start|>", "<|im_end|>", "<think>", "</think>",
+     "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}
 )
+
+# The template's fixed text as byte chunks, built once. A rendered stream is a
+# list of parts that strictly alternate CONTROL, DATA, CONTROL, ... and every
+# CONTROL part is one of the constants below (markers the template writes side
+# by side are pre-joined), so parts are segments and the boundaries are the
+# running sum of part lengths: no per-call kind tracking, no marker checks.
+IM_START = b"<|im_start|>"
+IM_END = b"<|im_end|>"
+THINK = b"<think>"
+THINK_END = b"</think>"
+TOOL_CALL = b"<tool_call>"
+TOOL_CALL_END = b"</tool_call>"
+TOOL_RESPONSE = b"<tool_response>"
+TOOL_RESPONSE_END = b"</tool_response>"
+_TOOL_CALL_PAIR = TOOL_CALL + TOOL_CALL_END
+_TOOL_CALL_END_IM_END = TOOL_CALL_END + IM_END
+_TOOL_RESPONSE_END_IM_END = TOOL_RESPONSE_END + IM_END
 
 _TOOLS_HEAD = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+    b"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    b"You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
 )
+# After the schemas: the preamble's remaining DATA and CONTROL parts, in order.
 _TOOLS_TAIL = (
-    "\n</tools>\n\nFor each function call, return a json object with function name and "
-    "arguments within "
+    b"\n</tools>\n\nFor each function call, return a json object with function name and "
+    b"arguments within ",
+    _TOOL_CALL_PAIR,
+    b" XML tags:\n",
+    TOOL_CALL,
+    b'\n{"name": <function-name>, "arguments": <args-json-object>}\n',
+    _TOOL_CALL_END_IM_END,
+    b"\n",
 )
-_TOOLS_FORMAT = '\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+_NO_THINKING_PROMPT = (THINK, b"\n\n", THINK_END, b"\n\n")
+_CALL_NAME = b'\n{"name": "'
+_CALL_ARGS = b'", "arguments": '
+_CALL_CLOSE = b"}\n"
+_role = attrgetter("role")
 
-_DATA = Kind.DATA
-_CONTROL = Kind.TRUSTED_CONTROL
-_make_segment = partial(tuple.__new__, Segment)  # Segment(*t) without the Python-level __new__
-
-
-class _Stream:
-    """Collects the stream as str parts plus where each same-kind run starts.
-
-    `runs` holds the index into `parts` at which each run begins; runs
-    alternate in kind, the first being CONTROL when `first_control`.
-    Everything is joined once, in `finish`.
-    """
-
-    __slots__ = ("parts", "runs", "control_run", "first_control")
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.runs: list[int] = []
-        self.control_run: bool | None = None  # kind of the last run; None: no run yet
-        self.first_control = False
-
-    def data(self, text: str) -> None:
-        if text:
-            if self.control_run is not False:
-                self.runs.append(len(self.parts))
-                self.control_run = False
-            self.parts.append(text)
-
-    def control(self, marker: str) -> None:
-        if marker not in CONTROL_MARKERS:  # internal invariant: never caller text
-            raise AssertionError(f"not a template marker: {marker!r}")
-        if self.control_run is not True:
-            if self.control_run is None:
-                self.first_control = True
-            self.runs.append(len(self.parts))
-            self.control_run = True
-        self.parts.append(marker)
-
-    def finish(self) -> tuple[bytes, tuple[int, ...], bool]:
-        """(data, segment boundaries, first segment is control): RenderedChat._commit's form."""
-        parts = self.parts
-        bounds = self.runs + [len(parts)]
-        # One join + encode per run: byte lengths come from the encoded runs.
-        chunks = ["".join(parts[a:b]).encode("utf-8") for a, b in zip(bounds, bounds[1:])]
-        data = b"".join(chunks)  # validated text: encoding cannot fail
-        return data, tuple(accumulate(map(len, chunks), initial=0)), self.first_control
-
-
-def _render(req: Request, out: _Stream) -> None:
-    data, control = out.data, out.control
+def _render(req: Request) -> tuple[list[bytes], list[int]]:
+    """The stream's parts (alternating CONTROL, DATA, ...; see above) and, per
+    message, the part indices where its span starts and ends (flat: start0,
+    end0, start1, ...). A message's span is its turn from `<|im_start|>`
+    through the newline after `<|im_end|>`; the tools preamble belongs to the
+    system message's span (to none without one); each tool message of a
+    shared turn spans its own `<tool_response>` block (the first one also the
+    turn's opening, the last one its closing); the generation prompt belongs
+    to no message."""
+    parts: list[bytes] = []
+    add, extend = parts.append, parts.extend
+    spans: list[int] = []
+    mark = spans.append
     msgs = req.messages
     n = len(msgs)
 
     if req.tools:
-        control(IM_START)
-        data("system\n")
-        if req.system is not None:
-            data(req.system)
-            data("\n\n")
-        data(_TOOLS_HEAD)
-        for schema in req.tools:
-            data("\n")
-            data(schema)
-        data(_TOOLS_TAIL)
-        control(TOOL_CALL)
-        control(TOOL_CALL_END)
-        data(" XML tags:\n")
-        control(TOOL_CALL)
-        data(_TOOLS_FORMAT)
-        control(TOOL_CALL_END)
-        control(IM_END)
-        data("\n")
+        head = b"system\n" if req.system is None else b"system\n" + req.system + b"\n\n"
+        extend((IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
+        extend(_TOOLS_TAIL[1:])
     elif req.system is not None:
-        control(IM_START)
-        data("system\n")
-        data(req.system)
-        control(IM_END)
-        data("\n")
+        extend((IM_START, b"system\n" + req.system, IM_END, b"\n"))
+    if req.system is not None:
+        spans += (0, len(parts))
 
     # The last query is the last `user` message; with none, no assistant turn
     # comes after it (the template's default index is the last message).
@@ -140,73 +108,57 @@ def _render(req: Request, out: _Stream) -> None:
             last_query = i
             break
 
-    for i, msg in enumerate(msgs):
-        role = msg.role
+    for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
-            control(IM_START)
-            data("user\n")
-            data(msg.content)
-            control(IM_END)
-            data("\n")
+            mark(len(parts))
+            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
         elif role == ASSISTANT:
-            content = msg.content
-            control(IM_START)
-            data("assistant\n")
-            reasoning = msg.reasoning or ""
+            mark(len(parts))
             if i > last_query and (i == n - 1 or reasoning):
-                control(THINK)
-                data("\n")
-                data(reasoning.strip("\n"))
-                data("\n")
-                control(THINK_END)
-                data("\n\n")
-                data(content.lstrip("\n"))
+                reasoning = (reasoning or b"").strip(b"\n")
+                extend((IM_START, b"assistant\n", THINK, b"\n" + reasoning + b"\n", THINK_END))
+                body = b"\n\n" + content.lstrip(b"\n")
             else:
-                data(content)
-            first = True
-            for name, arguments in msg.calls:
-                if content or not first:
-                    data("\n")
-                first = False
-                control(TOOL_CALL)
-                data('\n{"name": "')
-                data(name)
-                data('", "arguments": ')
-                data(arguments)
-                data("}\n")
-                control(TOOL_CALL_END)
-            control(IM_END)
-            data("\n")
+                add(IM_START)
+                body = b"assistant\n" + content
+            if calls:
+                add(body + b"\n" if content else body)
+                for k, (name, arguments) in enumerate(calls):
+                    if k:
+                        extend((TOOL_CALL_END, b"\n"))
+                    extend((TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
+                extend((_TOOL_CALL_END_IM_END, b"\n"))
+            else:
+                extend((body, IM_END, b"\n"))
         elif role == TOOL:
+            mark(len(parts))
             if i == 0 or msgs[i - 1].role != TOOL:
-                control(IM_START)
-                data("user")
-            data("\n")
-            control(TOOL_RESPONSE)
-            data("\n")
-            data(msg.content)
-            data("\n")
-            control(TOOL_RESPONSE_END)
+                extend((IM_START, b"user\n"))
+            else:
+                add(b"\n")  # after the previous block's </tool_response>
+            extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
-                control(IM_END)
-                data("\n")
-        # SYSTEM: only ever messages[0], rendered above.
+                extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
+            else:
+                add(TOOL_RESPONSE_END)
+        else:  # SYSTEM: only ever messages[0], rendered above
+            continue
+        mark(len(parts))
 
     if req.add_generation_prompt:
-        control(IM_START)
-        data("assistant\n")
+        extend((IM_START, b"assistant\n"))
         if not req.enable_thinking:
-            control(THINK)
-            data("\n\n")
-            control(THINK_END)
-            data("\n\n")
+            extend(_NO_THINKING_PROMPT)
+    return parts, spans
 
 
 def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any):
+    """RenderedChat._commit's arguments for a request (validated, rendered)."""
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking)
-    stream = _Stream()
-    _render(req, stream)
-    return stream.finish()
+    parts, spans = _render(req)
+    bounds = tuple(accumulate(map(len, parts), initial=0))
+    roles = tuple(map(_role, req.messages))
+    return b"".join(parts), bounds, True, None, (spans, roles)
 
 
 def render_chat(

@@ -1,8 +1,11 @@
 """Validation of a chat request for the Qwen4Exp chat format (docs/FORMAT.md, section 3).
 
 `validate_request` checks a whole request before a single byte is rendered and
-returns it normalised: every caller string checked for lone surrogates, content
-parts joined, tool arguments and tool schemas turned into the exact text the
+returns it normalised: every caller string encoded to UTF-8 (which is where a
+lone surrogate is caught, so each string is encoded exactly once; through the
+UTF-8 form CPython caches on the str, so history re-rendered at every turn of
+a conversation is converted once, not at every turn), content
+parts joined, tool arguments and tool schemas turned into the exact bytes the
 renderer writes. Nothing here ever looks at what caller text *spells*: only
 types, roles and order decide structure.
 """
@@ -13,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ._encoder import utf8_cached
 from .errors import ChatFormatError
 from .segments import utf8
 
@@ -40,21 +44,34 @@ _MISSING = object()
 
 class Message(NamedTuple):
     role: int
-    content: str  # joined text; "" for an assistant turn without content
-    reasoning: str | None  # assistant `reasoning_content`, else None
-    calls: tuple[tuple[str, str], ...]  # (name, rendered arguments) per tool call
+    content: bytes  # joined text, UTF-8; b"" for an assistant turn without content
+    reasoning: bytes | None  # assistant `reasoning_content`, else None
+    calls: tuple[tuple[bytes, bytes], ...]  # (name, rendered arguments) per tool call
 
 
 class Request(NamedTuple):
     messages: tuple[Message, ...]
-    system: str | None  # content of messages[0] when it is the system message
-    tools: tuple[str, ...]  # each tool schema as `tojson` renders it; () = no tools preamble
+    system: bytes | None  # content of messages[0] when it is the system message
+    tools: tuple[bytes, ...]  # each tool schema as `tojson` renders it; () = no tools preamble
     add_generation_prompt: bool
     enable_thinking: bool
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 _new = tuple.__new__
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder JSONEncoder.encode builds at every call, built once with the
+# same options (a third of a small request's validation went to rebuilding
+# it). No markers dict: a circular value ends in RecursionError, which
+# validation reports like any other non-JSON value.
+_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+    None, _not_json, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
+)
 
 
 def tojson(value: Any) -> str:
@@ -64,51 +81,45 @@ def tojson(value: Any) -> str:
     indent=None, separators=None, sort_keys=False)`: default separators
     (", " and ": "), insertion order, non-ASCII verbatim, and no HTML escaping.
     `allow_nan=False` only adds a rejection: NaN/Infinity are not JSON.
-    (One shared encoder: `json.dumps` with options builds a new one per call.)
     """
-    return _ENCODER.encode(value)
+    if _C_ENCODE is None:  # no C accelerator (not CPython)
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 # `where` names the field in error messages ("messages[3].tool_calls[0].name").
 # It is only formatted on the error path: the hot path passes its parts.
 
 
-def _exact(value: str) -> str:
-    """An exact str: a subclass (numpy.str_, one overriding isascii/strip/encode)
-    is copied once, so no overridden method ever runs on caller text."""
-    return value if type(value) is str else str.__str__(value)
+def _text(value: str, where: str) -> bytes:
+    try:
+        return utf8_cached(value)
+    except UnicodeEncodeError:  # a lone surrogate: name where it is
+        return utf8(value, where)
 
 
-def _text(value: str, where: str) -> str:
-    # Lone surrogates make the stream unencodable: name where they are.
-    value = _exact(value)
-    if not value.isascii():
-        utf8(value, where)
-    return value
-
-
-def _json_text(value: Any, where: str, what: str) -> str:
+def _json_text(value: Any, where: str, what: str) -> bytes:
     try:
         text = tojson(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ChatFormatError(f"{where}: {what} is not JSON-serialisable ({exc})") from None
-    return _text(text, where)
+    return utf8(text, where)  # a fresh string: no UTF-8 form worth keeping
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _content(value: Any, i: int, optional: bool) -> str:
+def _content(value: Any, i: int, optional: bool) -> bytes:
     if isinstance(value, str):
-        value = _exact(value)
-        if not value.isascii():
-            utf8(value, f"messages[{i}].content")
-        return value
+        try:
+            return utf8_cached(value)
+        except UnicodeEncodeError:
+            return utf8(value, f"messages[{i}].content")
     where = f"messages[{i}].content"
     if value is None:
         if optional:
-            return ""
+            return b""
         raise ChatFormatError(f"{where}: content is required (a string or a list of text parts)")
     if isinstance(value, (list, tuple)):
         texts = []
@@ -131,17 +142,17 @@ def _content(value: Any, i: int, optional: bool) -> str:
                     f"{pwhere}.text: a text part needs a string 'text', not {type(text).__name__}"
                 )
             texts.append(_text(text, f"{pwhere}.text"))
-        return "".join(texts)
+        return b"".join(texts)
     raise ChatFormatError(
         f"{where}: content must be a string or a list of text parts, not {type(value).__name__}"
     )
 
 
-def _arguments(value: Any, where: str) -> str:
+def _arguments(value: Any, where: str) -> bytes:
     if isinstance(value, dict):
         return _json_text(value, where, "tool arguments")
     if isinstance(value, str):
-        _text(value, where)
+        text = _text(value, where)
         try:
             parsed = json.loads(value, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
@@ -153,14 +164,14 @@ def _arguments(value: Any, where: str) -> str:
                 f"{where}: malformed tool arguments (the string parses as "
                 f"{type(parsed).__name__}, not a JSON object)"
             )
-        return value  # rendered verbatim
+        return text  # rendered verbatim
     raise ChatFormatError(
         f"{where}: malformed tool arguments (need a JSON object: a dict or a string "
         f"that parses as one, not {type(value).__name__})"
     )
 
 
-def _tool_calls(value: Any, i: int) -> tuple[tuple[str, str], ...]:
+def _tool_calls(value: Any, i: int) -> tuple[tuple[bytes, bytes], ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)):
@@ -187,14 +198,14 @@ def _tool_calls(value: Any, i: int) -> tuple[tuple[str, str], ...]:
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             raise ChatFormatError(f"{cwhere}.name: a tool call needs a non-empty string name")
-        _text(name, f"{cwhere}.name")
+        name = _text(name, f"{cwhere}.name")
         if "arguments" not in fn:
             raise ChatFormatError(f"{cwhere}.arguments: malformed tool arguments (missing)")
         calls.append((name, _arguments(fn["arguments"], f"{cwhere}.arguments")))
     return tuple(calls)
 
 
-def _tools(tools: Any) -> tuple[str, ...]:
+def _tools(tools: Any) -> tuple[bytes, ...]:
     if tools is None:
         return ()
     if not isinstance(tools, list):
@@ -264,8 +275,9 @@ def validate_request(
                         f"messages[{i}].reasoning_content: must be a string or None, "
                         f"not {type(reasoning).__name__}"
                     )
-                reasoning = _exact(reasoning)
-                if not reasoning.isascii():
+                try:
+                    reasoning = utf8_cached(reasoning)
+                except UnicodeEncodeError:
                     utf8(reasoning, f"messages[{i}].reasoning_content")
             calls = msg.get("tool_calls")
             calls = () if calls is None else _tool_calls(calls, i)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import TextEncodingError
 
-__all__ = ["Kind", "Segment", "RenderedChat", "SegmentBuilder", "utf8"]
+__all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
 
 
 class Kind(enum.IntEnum):
@@ -30,7 +30,27 @@ class Segment(NamedTuple):
     kind: Kind
 
 
+class MessageSpan(NamedTuple):
+    """The bytes one message produced: `chat.data[start:end]`.
+
+    A span is the message's turn, from `<|im_start|>` through the newline
+    after its `<|im_end|>`. The tools preamble is part of the system turn,
+    so it lies in the system message's span (and in no span when there is no
+    system message). Consecutive tool messages share one `user` turn: each
+    has its own span, its `<tool_response>` block with the newline before it
+    (the first also holds the turn's opening, the last its `<|im_end|>` and
+    newline). The generation prompt belongs to no message. Spans are ordered,
+    do not overlap, and start and end on segment boundaries.
+    """
+
+    start: int
+    end: int
+    index: int  # position in the request's `messages`
+    role: str  # "system", "user", "assistant" or "tool"
+
+
 _make_segment = partial(tuple.__new__, Segment)  # Segment(*t) without the Python-level __new__
+_ROLE_NAMES = ("system", "user", "assistant", "tool")  # by chat_validate's role codes
 _ALTERNATING = {False: (Kind.DATA, Kind.TRUSTED_CONTROL), True: (Kind.TRUSTED_CONTROL, Kind.DATA)}
 
 
@@ -56,7 +76,7 @@ class RenderedChat:
     the Segment tuples and the tokenizer's arrays are derived on demand.
     """
 
-    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_arrays")
+    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_arrays", "_marks", "_spans")
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -79,6 +99,19 @@ class RenderedChat:
             self._segments = tuple(map(_make_segment, zip(b, b[1:], kinds)))
         return self._segments
 
+    @property
+    def message_spans(self) -> tuple[MessageSpan, ...]:
+        """One MessageSpan per message, in order (see MessageSpan); () for a
+        stream built with SegmentBuilder."""
+        if self._spans is None:
+            marks, roles = self._marks
+            b = self._bounds
+            self._spans = tuple(
+                MessageSpan(b[marks[2 * k]], b[marks[2 * k + 1]], k, _ROLE_NAMES[r])
+                for k, r in enumerate(roles)
+            )
+        return self._spans
+
     def _segment_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts int64, ends int64, kinds int8) for the native tokenizer."""
         if self._arrays is None:
@@ -87,12 +120,15 @@ class RenderedChat:
             self._arrays = (b[:-1].copy(), b[1:].copy(), kinds)
         return self._arrays
 
-    def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None) -> None:
+    def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
+                marks=((), ())) -> None:
         """Replace the contents: `bounds` are the segment boundaries (0 first,
-        len(data) last), `first_control` the kind of the first segment.
-        Plain attribute stores only: nothing here can fail half-way."""
+        len(data) last), `first_control` the kind of the first segment,
+        `marks` the message spans as (flat start, end indices into `bounds`;
+        role codes). Plain attribute stores only: nothing here can fail half-way."""
         self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
-        self._segments = self._arrays = None
+        self._marks = marks
+        self._segments = self._arrays = self._spans = None
 
     def __len__(self) -> int:
         return len(self._data)

@@ -14,6 +14,7 @@ import threading
 import types
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,8 +24,12 @@ from ._faults import Fault
 from ._geometry import GeoCode
 from .completion import CompletionParser
 from .decode_stream import DecodeStream, IdTables
+from .encoded import EncodedChat, chat_masks
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
+
+if TYPE_CHECKING:
+    from .chat_encoder import ChatEncoder
 
 __all__ = ["Tokenizer", "TokenBuffer"]
 
@@ -343,12 +348,35 @@ class Tokenizer:
         stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
-    def encode_chat(self, chat: RenderedChat) -> np.ndarray:
+    def encode_chat(self, chat: RenderedChat, *, return_masks: bool = False) -> np.ndarray | EncodedChat:
         """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
-        array, what model inputs and the batch output take (docs/FORMAT.md, section 7)."""
+        array, what model inputs and the batch output take (docs/FORMAT.md, section 7).
+
+        With `return_masks=True`, an EncodedChat: the same ids plus
+        `control_mask`, `message_index` and `assistant_mask` (qwen4exp.encoded).
+        """
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
-        return self._encode_arrays(chat.data, *chat._segment_arrays())
+        data, bounds = chat._data, chat._bounds
+        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat._first_control, 0, return_masks)
+        if fault is not None:
+            raise fault_error(fault, data, bounds, bounds[1:])
+        if return_masks:
+            return chat_masks(chat, ids, tok_ends, self._token_lengths())
+        return ids
+
+    def chat_encoder(self) -> "ChatEncoder":
+        """A ChatEncoder for one growing conversation (qwen4exp.chat_encoder)."""
+        from .chat_encoder import ChatEncoder
+
+        return ChatEncoder(self)
+
+    def _token_lengths(self) -> np.ndarray:
+        """Byte length of each id's spelling (int32, by id), built once."""
+        lengths = getattr(self, "_lengths", None)
+        if lengths is None:
+            lengths = self._lengths = self._native.token_lengths()
+        return lengths
 
     def encode_segments_into(self, data: bytes, segments: Iterable[Segment], out: TokenBuffer) -> None:
         """Append the stream's ids to `out`; on any error `out` is exactly as before."""
@@ -357,23 +385,33 @@ class Tokenizer:
         ids = self._encode_stream(data, segments)
         out._append(ids)
 
-    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None) -> list[np.ndarray]:
-        """encode_chat() of each chat, in order, on `num_threads` native threads.
+    def encode_chats(
+        self, chats: Sequence[RenderedChat], num_threads: int | None = None, *, return_masks: bool = False
+    ) -> list[np.ndarray] | list[EncodedChat]:
+        """encode_chat() of each chat, in order, on `num_threads` native threads
+        (EncodedChat with masks when `return_masks`).
 
         All-or-nothing: if any chat is malformed the first fault is raised
         (naming the chat's index) and no result is returned.
         """
         items = []
+        chats = list(chats)
         for i, chat in enumerate(chats):
             if not isinstance(chat, RenderedChat):
                 raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
-            items.append((chat.data, *chat._segment_arrays()))
+            arrays = chat._segment_arrays()
+            if return_masks:
+                arrays += (np.empty(len(arrays[0]), dtype=np.int64),)
+            items.append((chat.data, *arrays))
         results = self._native.encode_streams(items, _thread_count(num_threads))
         for i, r in enumerate(results):
             if isinstance(r, tuple):
-                data, starts, ends, _ = items[i]
+                data, starts, ends = items[i][:3]
                 exc = fault_error(r, data, starts, ends)
                 raise type(exc)(f"chats[{i}]: {exc}")
+        if return_masks:
+            lengths = self._token_lengths()
+            return [chat_masks(chat, ids, item[4], lengths) for chat, ids, item in zip(chats, results, items)]
         return results
 
     def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:

@@ -1,0 +1,212 @@
+"""Training masks (issue 12): `RenderedChat.message_spans` and
+`encode_chat(chat, return_masks=True)`.
+
+The expectations are computed independently of the renderer and the mask
+code: message turns are found in transformers' rendering of the Qwen3
+template (tests/_chat_reference.py), and each token is placed by the byte
+lengths of its own spelling (`decode_bytes` of one id at a time).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+import qwen4exp
+from qwen4exp import EncodedChat, MessageSpan, SegmentBuilder
+
+import _chat_reference as ref
+from test_chat import _free_text, _requests
+from test_chat_tokens import ATOM_FREE, CASES, WITH_ATOMS, render
+
+_IM_START = re.compile(re.escape(b"<|im_start|>"))
+_NEXT_RESPONSE = re.compile(re.escape(b"\n<tool_response>"))
+_HEADER = b"<|im_start|>assistant\n"
+_CLOSE = b"<|im_end|>\n"
+
+
+def reference_spans(request: dict) -> list[tuple[int, int, int, str]]:
+    """Message spans of an atom-free request, read off the reference text: a
+    message's turn runs from its `<|im_start|>` to the next one; tool
+    messages of one turn split it before each further `\\n<tool_response>`."""
+    data = ref.reference_text(request).encode("utf-8")
+    msgs = ref.normalise(request)["messages"]
+    starts = [m.start() for m in _IM_START.finditer(data)]
+    turns = list(zip(starts, starts[1:] + [len(data)]))
+    k = 1 if request.get("tools") and msgs[0]["role"] != "system" else 0  # preamble: no message
+    spans = []
+    i = 0
+    while i < len(msgs):
+        a, b = turns[k]
+        k += 1
+        if msgs[i]["role"] != "tool":
+            spans.append((a, b, i, msgs[i]["role"]))
+            i += 1
+            continue
+        j = i
+        while j < len(msgs) and msgs[j]["role"] == "tool":
+            j += 1
+        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][1:]
+        edges = [a, *cuts, b]
+        assert len(edges) == j - i + 1
+        spans += [(edges[t - i], edges[t - i + 1], t, "tool") for t in range(i, j)]
+        i = j
+    return spans
+
+
+def token_offsets(tok, ids, data: bytes, segments, nfc) -> np.ndarray:
+    """First byte of each token in `data`, from the lengths of the ids' own
+    spellings. The ids spell the stream with each DATA segment in NFC (HF's
+    normalizer); a token inside a segment that NFC changed is placed at its
+    offset within the normalized segment, clamped to the segment."""
+    lengths = [len(tok.decode_bytes([int(i)])) for i in ids]
+    norm = np.cumsum([0] + lengths[:-1], dtype=np.int64)
+    pieces = [data[a:b] if k else nfc(data[a:b].decode()).encode() for a, b, k in segments]
+    assert b"".join(tok.decode_bytes([int(i)]) for i in ids) == b"".join(pieces)
+    norm_starts = np.cumsum([0] + [len(p) for p in pieces[:-1]])
+    seg = np.searchsorted(norm_starts, norm, side="right") - 1
+    starts = np.array([a for a, _, _ in segments] or [0])
+    ends = np.array([b for _, b, _ in segments] or [0])
+    return starts[seg] + np.minimum(norm - norm_starts[seg], ends[seg] - starts[seg] - 1)
+
+
+def expected_masks(off, chat, spans, control_ranges):
+    """(control, message_index, assistant) per token, from byte offsets."""
+    control = np.array([any(a <= o < b for a, b in control_ranges) for o in off], dtype=bool)
+    index = np.array([next((m for a, b, m, _ in spans if a <= o < b), -1) for o in off], dtype=np.int32)
+    trained = []
+    for a, b, _, role in spans:
+        if role == "assistant":
+            assert chat.data[a : a + len(_HEADER)] == _HEADER and chat.data[b - len(_CLOSE) : b] == _CLOSE
+            trained.append((a + len(_HEADER), b - 1))
+    assistant = np.array([any(a <= o < b for a, b in trained) for o in off], dtype=bool)
+    return control, index, assistant
+
+
+def check_encoded(tok, chat, spans, segments, nfc):
+    """encode_chat(return_masks=True) against spans and segments found independently."""
+    enc = tok.encode_chat(chat, return_masks=True)
+    assert isinstance(enc, EncodedChat)
+    ids = tok.encode_chat(chat)
+    assert np.array_equal(enc.ids, ids)
+    assert enc.ids.dtype == np.int32 and enc.message_index.dtype == np.int32
+    assert enc.control_mask.dtype == bool and enc.assistant_mask.dtype == bool
+    assert {len(a) for a in enc} == {len(ids)}
+    off = token_offsets(tok, ids, chat.data, segments, nfc)
+    control_ranges = [(a, b) for a, b, k in segments if k == 1]
+    control, index, assistant = expected_masks(off, chat, spans, control_ranges)
+    assert np.array_equal(enc.control_mask, control)
+    assert np.array_equal(enc.message_index, index)
+    assert np.array_equal(enc.assistant_mask, assistant)
+    return enc
+
+
+@pytest.mark.parametrize("name", ATOM_FREE)
+def test_masks_on_atom_free_oracle(tok, hf_nfc, name):
+    request = CASES[name]["request"]
+    chat = render(request)
+    spans = reference_spans(request)
+    assert [tuple(s) for s in chat.message_spans] == spans
+    assert all(type(s) is MessageSpan for s in chat.message_spans)
+    enc = check_encoded(tok, chat, spans, ref.scan_segments(ref.reference_text(request)), hf_nfc)
+    # in an atom-free chat the control tokens are exactly the atom ids
+    assert np.array_equal(enc.control_mask, np.isin(enc.ids, list(tok.atoms.values())))
+    # every message's span holds at least its own <|im_start|> or <tool_response> token
+    assert set(enc.message_index[enc.message_index >= 0]) == set(range(len(request["messages"])))
+
+
+@pytest.mark.parametrize("name", WITH_ATOMS)
+def test_masks_on_oracle_with_typed_atoms(tok, hf_nfc, name):
+    """Typed atom spellings are DATA: same spans as the harmless twin (same
+    byte lengths), and the control bytes are the twin's scanned markers."""
+    request = CASES[name]["request"]
+    twin = ref.harmless_twin(request)
+    chat = render(request)
+    assert [tuple(s) for s in chat.message_spans] == reference_spans(twin)
+    check_encoded(tok, chat, reference_spans(twin), ref.scan_segments(ref.reference_text(twin)), hf_nfc)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_requests(_free_text))
+def test_masks_random_atom_free(tok, hf_nfc, request_):
+    assume(not ref.has_atom(request_))
+    chat = render(request_)
+    spans = reference_spans(request_)
+    assert [tuple(s) for s in chat.message_spans] == spans
+    check_encoded(tok, chat, spans, ref.scan_segments(ref.reference_text(request_)), hf_nfc)
+
+
+def test_encode_chats_masks_equal_encode_chat(tok):
+    chats = [render(CASES[n]["request"]) for n in ATOM_FREE + WITH_ATOMS]
+    batch = tok.encode_chats(chats, num_threads=2, return_masks=True)
+    plain = tok.encode_chats(chats, num_threads=2)
+    for chat, got, ids in zip(chats, batch, plain):
+        one = tok.encode_chat(chat, return_masks=True)
+        assert np.array_equal(got.ids, ids)
+        for a, b in zip(got, one):
+            assert np.array_equal(a, b)
+
+
+def test_plain_encode_chat_unchanged(tok):
+    chat = render(CASES[ATOM_FREE[0]]["request"])
+    ids = tok.encode_chat(chat)
+    assert type(ids) is np.ndarray and ids.dtype == np.int32
+    assert np.array_equal(ids, tok.encode_chat(chat, return_masks=False))
+
+
+def test_non_nfc_content_keeps_its_masks(tok):
+    """A token is placed within its NFC-normalized segment: the masks equal
+    those of the same conversation written in NFC (whose ids are the same)."""
+    raw = "cafe\u0301 \u0958\u0958 Ω K e\u0301"
+    msgs = [{"role": "system", "content": raw}, {"role": "user", "content": raw},
+            {"role": "assistant", "content": raw, "reasoning_content": raw},
+            {"role": "tool", "content": raw}, {"role": "user", "content": raw}]
+    nfc = [{k: unicodedata.normalize("NFC", v) if k != "role" else v for k, v in m.items()} for m in msgs]
+    got = tok.encode_chat(qwen4exp.render_chat(msgs, add_generation_prompt=True), return_masks=True)
+    want = tok.encode_chat(qwen4exp.render_chat(nfc, add_generation_prompt=True), return_masks=True)
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    assert got.assistant_mask.any() and (got.message_index == 4).any()
+
+
+def test_streams_without_messages(tok):
+    chat = SegmentBuilder().control("<|im_start|>").text("user\nhi").control("<|im_end|>").build()
+    assert chat.message_spans == ()
+    enc = tok.encode_chat(chat, return_masks=True)
+    assert enc.control_mask.tolist() == [True, False, False, False, True]
+    assert (enc.message_index == -1).all() and not enc.assistant_mask.any()
+    empty = tok.encode_chat(qwen4exp.RenderedChat(), return_masks=True)
+    assert [len(a) for a in empty] == [0, 0, 0, 0] and qwen4exp.RenderedChat().message_spans == ()
+
+
+def test_generation_prompt_and_preamble_belong_to_no_message(tok):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    chat = qwen4exp.render_chat([{"role": "user", "content": "hi"}], tools=tools,
+                                add_generation_prompt=True, enable_thinking=False)
+    (span,) = chat.message_spans
+    assert chat.data[span.start : span.end] == b"<|im_start|>user\nhi<|im_end|>\n"
+    enc = tok.encode_chat(chat, return_masks=True)
+    off = np.cumsum([0] + [len(tok.decode_bytes([int(i)])) for i in enc.ids[:-1]])
+    assert (enc.message_index[off < span.start] == -1).all()
+    assert (enc.message_index[off >= span.end] == -1).all()
+    assert not enc.assistant_mask.any()
+
+
+def test_spans_follow_render_chat_into():
+    """The spans are part of the transcript: replaced by a successful
+    render_chat_into, untouched by a failing one."""
+    first = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    out = qwen4exp.RenderedChat()
+    qwen4exp.render_chat_into(first, out)
+    before = out.message_spans
+    assert before == qwen4exp.render_chat(first).message_spans and len(before) == 2
+    with pytest.raises(qwen4exp.ChatFormatError):
+        qwen4exp.render_chat_into([{"role": "user", "content": "a"}, {"role": "nobody"}], out)
+    assert out.message_spans == before
+    qwen4exp.render_chat_into([{"role": "system", "content": "s"}], out)
+    assert out.message_spans == (MessageSpan(0, len(out.data), 0, "system"),)
