@@ -31,10 +31,18 @@ from .segments import RenderedChat
 
 __all__ = ["render_chat", "render_chat_into", "CONTROL_MARKERS"]
 
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+THINK = "<think>"
+THINK_END = "</think>"
+TOOL_CALL = "<tool_call>"
+TOOL_CALL_END = "</tool_call>"
+TOOL_RESPONSE = "<tool_response>"
+TOOL_RESPONSE_END = "</tool_response>"
+
 #: The only spellings the renderer ever emits as TRUSTED_CONTROL.
 CONTROL_MARKERS = frozenset(
-    {"<|im_start|>", "<|im_end|>", "<think>", "</think>",
-     "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}
+    {IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END}
 )
 
 # The template's fixed text as byte chunks, built once. A rendered stream is a
@@ -42,17 +50,17 @@ CONTROL_MARKERS = frozenset(
 # CONTROL part is one of the constants below (markers the template writes side
 # by side are pre-joined), so parts are segments and the boundaries are the
 # running sum of part lengths: no per-call kind tracking, no marker checks.
-IM_START = b"<|im_start|>"
-IM_END = b"<|im_end|>"
-THINK = b"<think>"
-THINK_END = b"</think>"
-TOOL_CALL = b"<tool_call>"
-TOOL_CALL_END = b"</tool_call>"
-TOOL_RESPONSE = b"<tool_response>"
-TOOL_RESPONSE_END = b"</tool_response>"
-_TOOL_CALL_PAIR = TOOL_CALL + TOOL_CALL_END
-_TOOL_CALL_END_IM_END = TOOL_CALL_END + IM_END
-_TOOL_RESPONSE_END_IM_END = TOOL_RESPONSE_END + IM_END
+_IM_START = IM_START.encode()
+_IM_END = IM_END.encode()
+_THINK = THINK.encode()
+_THINK_END = THINK_END.encode()
+_TOOL_CALL = TOOL_CALL.encode()
+_TOOL_CALL_END = TOOL_CALL_END.encode()
+_TOOL_RESPONSE = TOOL_RESPONSE.encode()
+_TOOL_RESPONSE_END = TOOL_RESPONSE_END.encode()
+_TOOL_CALL_PAIR = _TOOL_CALL + _TOOL_CALL_END
+_TOOL_CALL_END_IM_END = _TOOL_CALL_END + _IM_END
+_TOOL_RESPONSE_END_IM_END = _TOOL_RESPONSE_END + _IM_END
 
 _TOOLS_HEAD = (
     b"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -64,12 +72,12 @@ _TOOLS_TAIL = (
     b"arguments within ",
     _TOOL_CALL_PAIR,
     b" XML tags:\n",
-    TOOL_CALL,
+    _TOOL_CALL,
     b'\n{"name": <function-name>, "arguments": <args-json-object>}\n',
     _TOOL_CALL_END_IM_END,
     b"\n",
 )
-_NO_THINKING_PROMPT = (THINK, b"\n\n", THINK_END, b"\n\n")
+_NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
 _CALL_NAME = b'\n{"name": "'
 _CALL_ARGS = b'", "arguments": '
 _CALL_CLOSE = b"}\n"
@@ -93,10 +101,10 @@ def _render(req: Request) -> tuple[list[bytes], list[int]]:
 
     if req.tools:
         head = b"system\n" if req.system is None else b"system\n" + req.system + b"\n\n"
-        extend((IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
+        extend((_IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
         extend(_TOOLS_TAIL[1:])
     elif req.system is not None:
-        extend((IM_START, b"system\n" + req.system, IM_END, b"\n"))
+        extend((_IM_START, b"system\n" + req.system, _IM_END, b"\n"))
     if req.system is not None:
         spans += (0, len(parts))
 
@@ -111,42 +119,42 @@ def _render(req: Request) -> tuple[list[bytes], list[int]]:
     for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
             mark(len(parts))
-            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
+            extend((_IM_START, b"user\n" + content, _IM_END, b"\n"))
         elif role == ASSISTANT:
             mark(len(parts))
             if i > last_query and (i == n - 1 or reasoning):
                 reasoning = (reasoning or b"").strip(b"\n")
-                extend((IM_START, b"assistant\n", THINK, b"\n" + reasoning + b"\n", THINK_END))
+                extend((_IM_START, b"assistant\n", _THINK, b"\n" + reasoning + b"\n", _THINK_END))
                 body = b"\n\n" + content.lstrip(b"\n")
             else:
-                add(IM_START)
+                add(_IM_START)
                 body = b"assistant\n" + content
             if calls:
                 add(body + b"\n" if content else body)
                 for k, (name, arguments) in enumerate(calls):
                     if k:
-                        extend((TOOL_CALL_END, b"\n"))
-                    extend((TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
+                        extend((_TOOL_CALL_END, b"\n"))
+                    extend((_TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
                 extend((_TOOL_CALL_END_IM_END, b"\n"))
             else:
-                extend((body, IM_END, b"\n"))
+                extend((body, _IM_END, b"\n"))
         elif role == TOOL:
             mark(len(parts))
             if i == 0 or msgs[i - 1].role != TOOL:
-                extend((IM_START, b"user\n"))
+                extend((_IM_START, b"user\n"))
             else:
                 add(b"\n")  # after the previous block's </tool_response>
-            extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
+            extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
                 extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
             else:
-                add(TOOL_RESPONSE_END)
+                add(_TOOL_RESPONSE_END)
         else:  # SYSTEM: only ever messages[0], rendered above
             continue
         mark(len(parts))
 
     if req.add_generation_prompt:
-        extend((IM_START, b"assistant\n"))
+        extend((_IM_START, b"assistant\n"))
         if not req.enable_thinking:
             extend(_NO_THINKING_PROMPT)
     return parts, spans
