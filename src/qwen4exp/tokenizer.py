@@ -36,7 +36,7 @@ __all__ = ["Tokenizer", "TokenBuffer"]
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
 _INT64_MAX = 2**63 - 1
-_CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
+_CACHE_MAX = 1 << 22  # words per worker cache (144 bytes each: two 64-byte slots, 16 of pool; 576 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 # One message per native geometry code (pyx/_geometry.pxd, GeoCode).
@@ -200,7 +200,7 @@ class Tokenizer:
             arrays["atom_bytes"],
             arrays["atom_offsets"],
             arrays["atom_ids"],
-            cache_slots=slots,
+            cache_words=slots,
         )
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
