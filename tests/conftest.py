@@ -58,3 +58,23 @@ def run_isolated(code: str, *args: str, timeout: float = 120, env: dict | None =
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster (2 CPUs, no dashboard), started once (only
+    test_ray.py uses it) and shut down when that module ends, so that its
+    processes do not disturb the timing tests after it. Ray Data keeps row
+    order so results compare row by row."""
+    import logging
+
+    import ray
+    import ray.data
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    yield ray
+    ray.shutdown()

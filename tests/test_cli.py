@@ -189,7 +189,7 @@ def test_module_and_console_entry_point():
 def test_import_does_not_load_cli_dependencies():
     code = (
         "import sys, qwen4exp; qwen4exp.Tokenizer().encode('x'); "
-        "print(sorted(m for m in ('pyarrow', 'tqdm', 'qwen4exp.cli', 'pandas') if m in sys.modules))"
+        "print(sorted(m for m in ('pyarrow', 'tqdm', 'qwen4exp.cli', 'pandas', 'ray') if m in sys.modules))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert r.returncode == 0, r.stderr

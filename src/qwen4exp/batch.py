@@ -253,6 +253,14 @@ def cmd_batch(args, engine=None) -> int:
         need_module("pyarrow.parquet")
     if show_progress:
         need_module("tqdm")
+    if getattr(args, "engine", "local") == "ray":  # the Ray engine lives in qwen4exp.ray
+        try:
+            from .ray import run_batch
+        except ImportError:
+            raise UsageError('--engine ray needs ray: pip install "qwen4exp[ray]"') from None
+        return run_batch(args, in_fmt, out_fmt, errors_path, show_progress)
+    if getattr(args, "address", None):
+        raise UsageError("--address is for --engine ray")
 
     tok = _tokenizer(args) if engine is None else None
     source = open_source(args.input, in_fmt)
@@ -264,31 +272,44 @@ def cmd_batch(args, engine=None) -> int:
             engine = engine or LocalEngine(tok, args.threads)
             progress = Progress(source, show_progress)
             stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes)
-            progress.close()
-            if stats.failures or args.errors is not None:
-                write_errors(errors_path, stats.failures)
-            sink.commit()
+            commit_run(stats, sink, progress, args.errors, errors_path)
         except BaseException as exc:
-            signals.hold()  # the cleanup itself cannot be interrupted
-            for part in (progress, sink):
-                if part is not None:
-                    (part.close if part is progress else part.discard)()
-            if engine is not None:
-                engine.close(cancel=True)
-            if isinstance(exc, KeyboardInterrupt):
-                print("qwen4exp batch: interrupted; nothing written", file=sys.stderr)
-                return 128 + signal.SIGINT
-            if isinstance(exc, Stopped):
-                name = signal.Signals(exc.signum).name
-                print(f"qwen4exp batch: stopped by {name}; nothing written", file=sys.stderr)
-                return 128 + exc.signum
-            if policy.fatal and args.errors is not None:
-                write_errors(args.errors, policy.fatal)
-            raise
+            return abandon_run(exc, signals, progress, sink, engine, policy, args.errors)
         engine.close()
     if not args.quiet:
         _summary(stats, args.output, out_fmt, sink.rows, errors_path)
     return EXIT_RECORDS_FAILED if stats.failures else EXIT_OK
+
+
+def commit_run(stats: Stats, sink, progress, errors_option, errors_path) -> None:
+    """The end of a good run: the errors file (when there are failures or
+    --errors was given), then OUT."""
+    progress.close()
+    if stats.failures or errors_option is not None:
+        write_errors(errors_path, stats.failures)
+    sink.commit()
+
+
+def abandon_run(exc: BaseException, signals, progress, sink, engine, policy, errors_option) -> int:
+    """Clean up a run that `exc` ended (nothing written); the exit code of a
+    stop signal, else `exc` raised again (after the --errors file of a stop
+    on a bad record)."""
+    signals.hold()  # the cleanup itself cannot be interrupted
+    for part in (progress, sink):
+        if part is not None:
+            (part.close if part is progress else part.discard)()
+    if engine is not None:
+        engine.close(cancel=True)
+    if isinstance(exc, KeyboardInterrupt):
+        print("qwen4exp batch: interrupted; nothing written", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if isinstance(exc, Stopped):
+        name = signal.Signals(exc.signum).name
+        print(f"qwen4exp batch: stopped by {name}; nothing written", file=sys.stderr)
+        return 128 + exc.signum
+    if policy is not None and policy.fatal and errors_option is not None:
+        write_errors(errors_option, policy.fatal)
+    raise exc
 
 
 def _summary(stats: Stats, output: str, out_fmt: str, rows: int, errors_path) -> None:

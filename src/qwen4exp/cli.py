@@ -605,6 +605,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                     help="tqdm progress bar on stderr (default: auto, when stderr is a terminal)")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
+    sp.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local threads (default) or a Ray cluster (qwen4exp[ray]): IN may then be a "
+                         "directory of Parquet shards; --threads is per actor (default 1), one actor per "
+                         "--threads CPUs of the cluster")
+    sp.add_argument("--address", metavar="ADDR",
+                    help="with --engine ray: the cluster to use (default: RAY_ADDRESS, else a local one it starts)")
     tokenizer_opt(sp)
     return p
 

@@ -125,6 +125,7 @@ class Tokenizer:
 
     def __init__(self, *, cache_size: int = 32768) -> None:
         self._load_compiled(_BUNDLED, cache_size)
+        self._vocab_name = "qwen3"
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, *, cache_size: int = 32768) -> "Tokenizer":
@@ -134,6 +135,8 @@ class Tokenizer:
         ~/.cache/qwen4exp), keyed by the file's SHA-256.
         """
         path = os.fspath(path)
+        self = cls.__new__(cls)
+        self._vocab_name = None
         if os.path.isdir(path):
             path = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(path):
@@ -145,7 +148,6 @@ class Tokenizer:
             os.path.expanduser("~"), ".cache", "qwen4exp"
         )
         cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
-        self = cls.__new__(cls)
         if os.path.isfile(cached):
             try:
                 self._load_compiled(cached, cache_size, expect_sha=digest)
@@ -213,6 +215,28 @@ class Tokenizer:
         self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
         self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
         self._id_tables_cache = None
+        self._cache_size = cache_size
+        # A from_file vocabulary (no name) keeps its compiled arrays (about 4 MB):
+        # it pickles with them (see __reduce__); a bundled one pickles by name.
+        self._compiled = arrays if getattr(self, "_vocab_name", "") is None else None
+        self._compiled_sha256 = None
+
+    # -- pickling ------------------------------------------------------------
+
+    def __reduce__(self):
+        """Pickle by name (a bundled vocabulary) or by checksum (a from_file one).
+
+        A from_file tokenizer carries its compiled arrays and their SHA-256, so
+        a process that never saw the tokenizer.json (a Ray worker on another
+        node, a spawned pool worker) rebuilds it; the arrays are verified
+        against the checksum before use.
+        """
+        name = getattr(self, "_vocab_name", None)
+        if name is not None:
+            return (_tokenizer_by_name, (name, self._cache_size))
+        if self._compiled_sha256 is None:
+            self._compiled_sha256 = _arrays_sha256(self._compiled)
+        return (_tokenizer_by_checksum, (self._compiled_sha256, dict(self._compiled), self._cache_size))
 
     def _id_tables(self) -> IdTables:
         """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
@@ -400,6 +424,36 @@ class Tokenizer:
         if fault is None:
             return ids
         raise fault_error(fault, data, starts, ends)
+
+
+def _tokenizer_by_name(name: str, cache_size: int) -> Tokenizer:
+    if name == "qwen3":
+        return Tokenizer(cache_size=cache_size)
+    return Tokenizer(name, cache_size=cache_size)  # the other bundled vocabularies
+
+
+def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int) -> Tokenizer:
+    got = _arrays_sha256(arrays)
+    if got != sha256:
+        raise Qwen4ExpError(
+            f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
+            f"expected {sha256} (the pickle is damaged)"
+        )
+    tok = Tokenizer.__new__(Tokenizer)
+    tok._vocab_name = None
+    tok._init_arrays(arrays, cache_size)
+    tok._compiled_sha256 = sha256
+    return tok
+
+
+def _arrays_sha256(arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 over the compiled arrays: names, dtypes, shapes and bytes."""
+    h = hashlib.sha256()
+    for key in sorted(arrays):
+        a = np.ascontiguousarray(arrays[key])
+        h.update(f"{key}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.data)
+    return h.hexdigest()
 
 
 def fault_error(fault, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Qwen4ExpError:

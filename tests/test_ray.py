@@ -1,0 +1,193 @@
+"""qwen4exp.ray on a local 2-CPU Ray cluster, compared row by row with the
+local path: the library calls and the local `qwen4exp batch` engine, bad
+rows included."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import corpora
+import qwen4exp
+from qwen4exp import ChatFormatError, cli
+from qwen4exp.chat import render_chat
+
+from conftest import TOKENIZER_JSON
+from test_cli import BAD_LINES, EXAMPLE
+
+
+@pytest.fixture(scope="module")
+def qray(ray_cluster):
+    import qwen4exp.ray
+
+    return qwen4exp.ray
+
+
+def _rows(ds):
+    import ray
+
+    return pa.concat_tables(ray.get(ds.to_arrow_refs()))
+
+
+def _local_batch(capsys, *args):
+    """Run `qwen4exp batch ARGS` in this process: (exit code, stderr lines
+    that name records)."""
+    capsys.readouterr()
+    code = cli.main(["batch", *map(str, args)])
+    err = capsys.readouterr().err.splitlines()
+    return code, [x for x in err if x.startswith("qwen4exp batch:") and " records: " not in x]
+
+
+def _conversations(n):
+    ml = corpora.multilingual_documents()
+    return [
+        [{"role": "system", "content": "be brief"},
+         {"role": "user", "content": ml[i][:400]},
+         {"role": "assistant", "content": ml[i + 1][:200], "reasoning_content": f"step {i}",
+          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+         {"role": "tool", "content": "<|im_end|> result"}]
+        for i in range(n)
+    ]
+
+
+def test_text_column_with_a_null_row(qray, tok):
+    """Also ships a from_file tokenizer to the actors (pickled with its
+    compiled arrays, checked by checksum)."""
+    texts = list(corpora.multilingual_documents()[:30]) + [d[:4000] for d in corpora.code_documents()[:6]]
+    texts.insert(7, None)
+    ds = qray.ray.data.from_arrow(pa.table({"id": list(range(len(texts))), "text": texts}))
+    out = _rows(qray.tokenize_dataset(ds, column="text", kind="text", on_error="skip", batch_size=16,
+                                      concurrency=1, num_threads=2, vocab=qwen4exp.Tokenizer.from_file(TOKENIZER_JSON)))
+    assert out.column_names == ["id", "text", "ids", "length", "error"]
+    assert out.schema.field("ids").type == pa.list_(pa.int32())
+    assert out.schema.field("length").type == pa.int32()
+    assert out.column("id").to_pylist() == list(range(len(texts)))
+    good = [t for t in texts if t is not None]
+    expected = tok.encode_batch(good, num_threads=1)
+    expected.insert(7, [])
+    assert out.column("ids").to_pylist() == expected
+    assert out.column("length").to_pylist() == [len(x) for x in expected]
+    errors = out.column("error").to_pylist()
+    assert errors[7] == "Qwen4ExpError: the text is null"
+    assert errors[:7] + errors[8:] == [None] * len(good)
+
+
+def test_chat_json_column_matches_the_local_engine(qray, tok, tmp_path, capsys):
+    """Request JSON strings, good and bad: ids equal the local engine's, and a
+    bad row carries the local engine's error name and message."""
+    with open(EXAMPLE, encoding="utf-8") as f:
+        example = json.load(f)
+    requests = [json.dumps({"messages": c, "add_generation_prompt": i % 2 == 0, "enable_thinking": i % 3 == 0})
+                for i, c in enumerate(_conversations(24))]
+    requests[3:3] = [json.dumps(example), json.dumps(example["messages"])]  # with tools; a bare list
+    requests[9:9] = [line for line in BAD_LINES if line and '"text"' not in line]  # bad JSON, roles, images...
+    requests.append(json.dumps({"messages": [{"role": "user", "content": "\ud800 lone surrogate"}]}))
+    src = tmp_path / "chats.jsonl"
+    src.write_text("\n".join(requests) + "\n", encoding="utf-8")
+    code, _ = _local_batch(capsys, src, tmp_path / "local.parquet", "--on-error", "skip",
+                           "--errors", tmp_path / "errors.jsonl", "-q")
+    assert code == 1
+    local = pq.read_table(tmp_path / "local.parquet")
+    local_ids = dict(zip(local.column("index").to_pylist(), local.column("ids").to_pylist()))
+    local_err = {e["index"]: f'{e["error"]}: {e["message"]}'
+                 for e in map(json.loads, (tmp_path / "errors.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert len(local_err) == 5 and len(local_ids) == len(requests) - 5
+
+    ds = qray.ray.data.from_arrow(pa.table({"request": requests + [None]}))
+    out = _rows(qray.tokenize_dataset(ds, column="request", on_error="skip", batch_size=8, concurrency=1))
+    ids, errors = out.column("ids").to_pylist(), out.column("error").to_pylist()
+    assert ids[:-1] == [local_ids.get(i, []) for i in range(len(requests))]
+    assert errors[:-1] == [local_err.get(i) for i in range(len(requests))]
+    assert (ids[-1], errors[-1]) == ([], "ChatFormatError: the chat is null")
+    assert ids[3] == tok.encode_chat(render_chat(example["messages"], tools=example["tools"])).tolist()
+
+
+def test_chat_struct_column_with_masks(qray, tok):
+    """list<struct> messages as SFT datasets store them (Arrow fills absent
+    fields with nulls), with the training masks of encode_chats."""
+    convs = _conversations(20)
+    ds = qray.ray.data.from_arrow(pa.table({"messages": convs}))
+    out = _rows(qray.tokenize_dataset(ds, column="messages", masks=True, batch_size=8, concurrency=1))
+    assert out.column_names == ["messages", "ids", "length", "assistant_mask"]
+    assert out.schema.field("assistant_mask").type == pa.list_(pa.bool_())
+    local = tok.encode_chats([render_chat(c) for c in convs], num_threads=1, return_masks=True)
+    assert out.column("ids").to_pylist() == [e.ids.tolist() for e in local]
+    assert out.column("assistant_mask").to_pylist() == [e.assistant_mask.tolist() for e in local]
+    assert all(0 < sum(m) < len(m) for m in out.column("assistant_mask").to_pylist())
+
+
+def test_raise_names_the_row(qray):
+    ctx = qray.ray.data.DataContext.get_current()
+    ctx.raise_original_map_exception = True  # surface our exception type, not Ray's wrapper
+    try:
+        ds = qray.ray.data.from_arrow(pa.table({"c": ['[{"role": "user", "content": "hi"}]', '{"messages": [{"role": "x"}]}']}))
+        with pytest.raises(ChatFormatError, match=r"column 'c', row 1 of a batch of 2 .*role"):
+            qray.tokenize_dataset(ds, column="c").materialize()
+    finally:
+        ctx.raise_original_map_exception = False
+
+
+def test_argument_errors(qray):
+    ds = qray.ray.data.from_items([{"t": "x"}])
+    with pytest.raises(ValueError, match="kind"):
+        qray.tokenize_dataset(ds, column="t", kind="code")
+    with pytest.raises(ValueError, match="masks"):
+        qray.tokenize_dataset(ds, column="t", kind="text", masks=True)
+    with pytest.raises(ValueError, match="on_error"):
+        qray.tokenize_dataset(ds, column="t", on_error="ignore")
+    with pytest.raises(ValueError, match="concurrency"):
+        qray.tokenize_dataset(ds, column="t", concurrency=0)
+
+
+# ---------------------------------------------------------------------------
+# qwen4exp batch --engine ray
+# ---------------------------------------------------------------------------
+
+
+def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(("\n".join(BAD_LINES) + "\n").encode("utf-8") + b'{"text": "\xff"}\n')
+    runs = {}
+    for engine in ("local", "ray"):
+        out, errors = tmp_path / f"{engine}.parquet", tmp_path / f"{engine}.errors.jsonl"
+        code, shown = _local_batch(capsys, src, out, "--engine", engine, "--on-error", "skip",
+                                   "--errors", errors, "--chunk-size", "4")
+        runs[engine] = (code, pq.read_table(out), errors.read_text(encoding="utf-8"))
+    assert runs["ray"] == runs["local"]
+    assert runs["ray"][0] == 1 and runs["ray"][1].num_rows == 3
+    # The first five bad records are shown, in input order.
+    errs = [json.loads(x) for x in runs["ray"][2].splitlines()]
+    assert shown == [f'qwen4exp batch: skipped {src}:{e["line"]}: {e["error"]}: {e["message"]}' for e in errs[:5]]
+
+    for engine in ("local", "ray"):  # --on-error stop: the same message, nothing written
+        code, _ = _local_batch(capsys, src, tmp_path / f"stop-{engine}.parquet", "--engine", engine)
+        assert code == 3 and not (tmp_path / f"stop-{engine}.parquet").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_batch_engine_ray_parquet_shards(ray_cluster, tmp_path, capsys):
+    """A directory of shards (read by the workers) gives what the local engine
+    gives for the same rows in one file; JSONL output."""
+    convs = _conversations(30)
+    messages = [c if i not in (5, 17) else None for i, c in enumerate(convs)]  # two null rows
+    messages[11] = [{"role": "bogus", "content": "x"}]
+    agp = [i % 2 == 0 for i in range(30)]
+    table = pa.table({"messages": messages, "add_generation_prompt": agp})
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for k, start in enumerate((0, 12, 25)):
+        pq.write_table(table.slice(start, {0: 12, 12: 13, 25: 5}[start]), shards / f"part-{k:03d}.parquet")
+    (shards / "_SUCCESS").write_text("")
+    pq.write_table(table, tmp_path / "all.parquet")
+    runs = {}
+    for engine, src in (("local", tmp_path / "all.parquet"), ("ray", shards)):
+        out, errors = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.errors.jsonl"
+        code, _ = _local_batch(capsys, src, out, "--engine", engine, "--on-error", "skip", "--errors", errors,
+                               "-q", "--chunk-size", "8")
+        runs[engine] = (code, out.read_text(encoding="utf-8"), errors.read_text(encoding="utf-8"))
+    assert runs["ray"] == runs["local"]
+    errs = [json.loads(x) for x in runs["ray"][2].splitlines()]
+    assert [(e["index"], e["line"], e["error"]) for e in errs] == [
+        (5, None, "RecordError"), (11, None, "ChatFormatError"), (17, None, "RecordError")]
+    assert len(runs["ray"][1].splitlines()) == 27
