@@ -1,5 +1,9 @@
 # cython: language_level=3
-"""Byte-level BPE over merge ranks (HF `tokenizers` semantics, ignore_merges=false).
+"""Byte-level BPE over merge ranks (HF `tokenizers` semantics).
+
+With ignore_merges (as TikTokenConverter's tokenizer.json files set it) a
+piece whose bytes are a token is that token, whatever the merges would make;
+only other pieces are merged.
 
 At every step the adjacent pair with the lowest merge rank is merged, the
 leftmost one among equals. Short pieces use an array of pair ranks (cheap,
@@ -118,11 +122,55 @@ cdef bint merges_are_monotone(const int32_t *merges, Py_ssize_t n_merges) noexce
     return ok
 
 
+cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+                                 Py_ssize_t n_vocab) noexcept nogil:
+    """Turn on ignore_merges: index the n_vocab token spellings (kept by the
+    caller for the model's lifetime) by their bytes. 0, or -1 if allocation fails."""
+    cdef uint64_t size = 1024
+    cdef uint64_t i
+    cdef Py_ssize_t t, n
+    while size < <uint64_t> n_vocab * 2:
+        size <<= 1
+    m.whole = <int32_t *> q4_malloc(size * sizeof(int32_t))
+    if m.whole == NULL:
+        return -1
+    memset(m.whole, 0xFF, size * sizeof(int32_t))
+    m.whole_mask = size - 1
+    m.tok_bytes = tok_bytes
+    m.tok_offsets = tok_offsets
+    m.whole_max = 0
+    for t in range(n_vocab):
+        n = tok_offsets[t + 1] - tok_offsets[t]
+        if n > m.whole_max:
+            m.whole_max = n
+        i = hash_bytes(tok_bytes + tok_offsets[t], n) & m.whole_mask
+        while m.whole[i] >= 0:
+            i = (i + 1) & m.whole_mask
+        m.whole[i] = <int32_t> t
+    return 0
+
+
+cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
+    """Id of the token spelled by p[0:n] (h = hash_bytes(p, n)), or -1."""
+    cdef uint64_t i = h & m.whole_mask
+    cdef int32_t t
+    while True:
+        t = m.whole[i]
+        if t < 0:
+            return -1
+        if (m.tok_offsets[t + 1] - m.tok_offsets[t] == n
+                and memcmp(m.tok_bytes + m.tok_offsets[t], p, <size_t> n) == 0):
+            return t
+        i = (i + 1) & m.whole_mask
+
+
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
     q4_free(m.merge_new)
+    q4_free(m.whole)
     m.slots = NULL
     m.merge_new = NULL
+    m.whole = NULL
 
 
 cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
@@ -441,12 +489,22 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
                 q = nxt[q]
 
 
+cdef inline void cache_store(CacheSlot *slot, uint64_t h, const uint8_t *p, Py_ssize_t n,
+                             const int32_t *ids, Py_ssize_t k) noexcept nogil:
+    slot.hash = h
+    slot.klen = <uint8_t> n
+    slot.nids = <uint8_t> k
+    memcpy(slot.key, p, <size_t> n)
+    memcpy(slot.ids, ids, <size_t> k * sizeof(int32_t))
+
+
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil:
     """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
     cdef CacheSlot *slot = NULL
     cdef uint64_t h = 0
     cdef Py_ssize_t j, k
+    cdef int32_t t
     if n == 1:
         if idvec_reserve(out, 1) < 0:
             return -1
@@ -461,6 +519,16 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
                 return -1
             memcpy(out.data + out.len, slot.ids, slot.nids * sizeof(int32_t))
             out.len += slot.nids
+            return 0
+    if m.whole != NULL and n <= m.whole_max:
+        t = whole_token(m, p, n, h if slot != NULL else hash_bytes(p, n))
+        if t >= 0:
+            if idvec_reserve(out, 1) < 0:
+                return -1
+            out.data[out.len] = t
+            out.len += 1
+            if slot != NULL:
+                cache_store(slot, h, p, n, &t, 1)
             return 0
     if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:
         return -1
@@ -487,9 +555,5 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
     if n > SCRATCH_KEEP:
         release_scratch(w)  # a huge word must not pin its ~36 bytes per byte of scratch
     if slot != NULL and k <= CACHE_IDS_MAX:
-        slot.hash = h
-        slot.klen = <uint8_t> n
-        slot.nids = <uint8_t> k
-        memcpy(slot.key, p, <size_t> n)
-        memcpy(slot.ids, out.data + out.len - k, <size_t> k * sizeof(int32_t))
+        cache_store(slot, h, p, n, out.data + out.len - k, k)
     return 0

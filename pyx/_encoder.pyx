@@ -21,13 +21,14 @@ import threading
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
-from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
-                            worker_flush, worker_free, bpe_encode_piece)
+from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
+                            worker_init, worker_flush, worker_free, bpe_encode_piece)
 from qwen4exp._atoms cimport (AtomTable, atoms_init, atoms_free, atoms_parse, ATOMS_OK,
                               ATOMS_NO_MEMORY, ATOMS_UNKNOWN)
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end
+from qwen4exp._unicode cimport Q4_L, Q4_M
 
 cnp.import_array()
 
@@ -87,6 +88,7 @@ cdef class NativeTokenizer:
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
     cdef readonly Py_ssize_t cache_slots
+    cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
@@ -99,7 +101,8 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_slots=32768):
+                 Py_ssize_t cache_slots=32768, *, bint marks=False, bint ignore_merges=False):
+        """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -111,6 +114,7 @@ cdef class NativeTokenizer:
         if cache_slots < 0 or (cache_slots & (cache_slots - 1)) != 0:
             raise ValueError("cache_slots must be 0 or a power of two")
         self.cache_slots = cache_slots
+        self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
             byte_ids[i] = -1
@@ -128,6 +132,8 @@ cdef class NativeTokenizer:
             i = bpe_model_init(&self.model, &mg[0, 0] if mg.shape[0] else NULL, mg.shape[0], byte_ids)
             j = atoms_init(&self.atoms, &ab[0] if ab.shape[0] else NULL, &ao[0], &ai[0] if ai.shape[0] else NULL,
                            ai.shape[0])
+            if i == 0 and ignore_merges:
+                i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
         if i == -2:
             raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
@@ -182,7 +188,7 @@ cdef class NativeTokenizer:
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         cdef Py_ssize_t i = 0, e
         while i < n:
-            e = piece_end(s, n, i)
+            e = piece_end(s, n, i, self.letters)
             if bpe_encode_piece(&self.model, w, s + i, e - i, out) < 0:
                 return RC_NO_MEMORY
             i = e

@@ -9,13 +9,14 @@ from .errors import (
     UnknownControlError,
 )
 from .segments import Kind, RenderedChat, Segment, SegmentBuilder
-from .tokenizer import TokenBuffer, Tokenizer
+from .tokenizer import TokenBuffer, Tokenizer, vocabularies
 
 __all__ = [
     "render_chat",
     "render_chat_into",
     "Tokenizer",
     "TokenBuffer",
+    "vocabularies",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",

@@ -20,10 +20,9 @@ from ._encoder import NativeTokenizer
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
 
-__all__ = ["Tokenizer", "TokenBuffer"]
+__all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
-_BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
 _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
@@ -94,15 +93,29 @@ class TokenBuffer:
         return f"TokenBuffer({self._len} tokens)"
 
 
+def vocabularies() -> tuple[str, ...]:
+    """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
+    return tuple(_vocab_compile.BUNDLED)
+
+
 class Tokenizer:
     """Qwen byte-level BPE with provenance-aware segment encoding.
 
-    `Tokenizer()` loads the bundled Qwen3 vocabulary (no network);
+    `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer("qwen3.6")`
+    (alias "qwen3.5") the Qwen3.5/3.6 one (no network; see `vocabularies()`);
     `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
     """
 
-    def __init__(self, *, cache_size: int = 32768) -> None:
-        self._load_compiled(_BUNDLED, cache_size)
+    def __init__(self, name: str = "qwen3", *, cache_size: int = 32768) -> None:
+        canonical = _vocab_compile.ALIASES.get(name, name) if isinstance(name, str) else None
+        if canonical not in _vocab_compile.BUNDLED:
+            raise Qwen4ExpError(
+                f"unknown vocabulary {name!r}: bundled are {', '.join(vocabularies())} "
+                f"(aliases: {', '.join(f'{a} = {b}' for a, b in _vocab_compile.ALIASES.items())}); "
+                "use Tokenizer.from_file for a tokenizer.json"
+            )
+        self._load_compiled(os.path.join(_DATA_DIR, _vocab_compile.BUNDLED[canonical][0]), cache_size)
+        self._vocab_name = canonical
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, *, cache_size: int = 32768) -> "Tokenizer":
@@ -112,6 +125,8 @@ class Tokenizer:
         ~/.cache/qwen4exp), keyed by the file's SHA-256.
         """
         path = os.fspath(path)
+        self = cls.__new__(cls)
+        self._vocab_name = None
         if os.path.isdir(path):
             path = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(path):
@@ -123,7 +138,6 @@ class Tokenizer:
             os.path.expanduser("~"), ".cache", "qwen4exp"
         )
         cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
-        self = cls.__new__(cls)
         if os.path.isfile(cached):
             try:
                 self._load_compiled(cached, cache_size, expect_sha=digest)
@@ -149,7 +163,7 @@ class Tokenizer:
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
-                "so that its build step compiles vocab/tokenizer.json"
+                "so that its build step compiles the vocabularies under vocab/"
             )
         with np.load(path) as z:
             arrays = {k: z[k] for k in z.files}
@@ -173,6 +187,8 @@ class Tokenizer:
             arrays["atom_offsets"],
             arrays["atom_ids"],
             cache_slots=slots,
+            marks=bool(arrays["marks"][0]),
+            ignore_merges=bool(arrays["ignore_merges"][0]),
         )
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
