@@ -361,7 +361,7 @@ def is_nfc(str s):
 
 
 def char_class(int cp):
-    """q4_cclass(cp) bits (test hook): 1 L, 2 N, 4 WS, 8 CRLF."""
+    """q4_cclass(cp) bits (test hook): 1 L, 2 N, 4 WS, 8 CRLF, 16 M."""
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError("code point out of range")
     return q4_cclass(<uint32_t>cp)
