@@ -45,6 +45,7 @@ from ._cli_common import (
     request_from_json,
 )
 from .batch import cmd_batch  # the `batch` pipeline lives in its own module
+from . import gate  # `gate` lives in its own module
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -562,6 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tqdm progress bar on stderr (default: auto, when stderr is a terminal)")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
     tokenizer_opt(sp)
+
+    sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",
+             gate.GATE_HELP, gate.cmd_gate)
+    gate.add_arguments(sp)
     return p
 
 
