@@ -143,7 +143,7 @@ cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const in
         n = tok_offsets[t + 1] - tok_offsets[t]
         if n > m.whole_max:
             m.whole_max = n
-        i = hash_bytes(tok_bytes + tok_offsets[t], n) & m.whole_mask
+        i = (hash_bytes(tok_bytes + tok_offsets[t], n) >> 1) & m.whole_mask  # bit 0 is always set
         while m.whole[i] >= 0:
             i = (i + 1) & m.whole_mask
         m.whole[i] = <int32_t> t
@@ -152,7 +152,7 @@ cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const in
 
 cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
     """Id of the token spelled by p[0:n] (h = hash_bytes(p, n)), or -1."""
-    cdef uint64_t i = h & m.whole_mask
+    cdef uint64_t i = (h >> 1) & m.whole_mask
     cdef int32_t t
     while True:
         t = m.whole[i]
@@ -513,7 +513,7 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
         return 0
     if w.cache != NULL and n <= CACHE_KEY_MAX:
         h = hash_bytes(p, n)
-        slot = &w.cache[h & w.cache_mask]
+        slot = &w.cache[(h >> 1) & w.cache_mask]  # bit 0 of h is always set: skip it
         if slot.hash == h and slot.klen == n and memcmp(slot.key, p, <size_t> n) == 0:
             if idvec_reserve(out, slot.nids) < 0:
                 return -1
