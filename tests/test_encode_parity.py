@@ -161,6 +161,7 @@ def test_long_words_with_runs(tok, hf_plain):
     assert_same(tok, hf_plain, texts)
 
 
+@pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
 def test_every_token_spelling(tok, hf_plain):
     """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
     pre-token that is a token is that token, whatever the merges would make."""
