@@ -119,3 +119,21 @@ def test_unreadable_oracle(tmp_path):
     bad.write_text('{"cases": 3}')
     with pytest.raises(gate.GateInputError):
         gate.run_gate(qwen4exp.Tokenizer(), oracle=str(bad))
+
+
+def test_chat_checks_name_the_failing_case(tmp_path):
+    """An oracle that disagrees with the renderer fails the chat checks, naming the case."""
+    with open(gate.ORACLE, encoding="utf-8") as f:
+        oracle = json.load(f)
+    cases = {c["name"]: c for c in oracle["cases"]}
+    # A marker the oracle claims is DATA, and a rejection the renderer does not give.
+    seg = cases["literal_controls_user"]["expect"]["segments"]
+    seg[0][2] = "DATA"
+    cases["reject_second_system"]["expect"]["match"] = "no such message"
+    path = tmp_path / "oracle.json"
+    path.write_text(json.dumps(oracle), encoding="utf-8")
+    report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), oracle=str(path))
+    failed = {c.name: c.failures for c in report.checks if not c.ok}
+    assert set(failed) == {"chat.accepted", "chat.rejected"}
+    assert len(failed["chat.accepted"]) == 1 and "literal_controls_user" in failed["chat.accepted"][0]
+    assert len(failed["chat.rejected"]) == 1 and "reject_second_system" in failed["chat.rejected"][0]
