@@ -26,7 +26,8 @@ Peers (all on the same Qwen3 vocabulary, ``vocab/tokenizer.json``):
                  the package ``__init__`` (which imports transformers).
 
 The parity reference ``hf-ref`` is ``tokenizers`` on tokenizer.json with its
-``added_tokens`` list emptied (SPEC invariant 3); it is not benchmarked.
+``added_tokens`` list emptied (docs/FORMAT.md, invariant 3; tests/_hf_reference.py);
+it is not benchmarked.
 """
 
 from __future__ import annotations
@@ -95,28 +96,13 @@ def tokenizer_json_data() -> dict:
         return json.load(f)
 
 
-def _bytes_to_unicode() -> dict:
-    """GPT-2's byte -> printable character table (ByteLevel alphabet)."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("\xa1"), ord("\xac") + 1))
-        + list(range(ord("\xae"), ord("\xff") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def ranks_from_tokenizer_json(data: Optional[dict] = None) -> dict:
     """tiktoken mergeable ranks from tokenizer.json: rank = id, bytes via the
     byte-level alphabet."""
     data = data or tokenizer_json_data()
-    dec = {c: b for b, c in _bytes_to_unicode().items()}
+    from _hf_reference import byte_decoder  # tests/: the test side's ByteLevel alphabet
+
+    dec = byte_decoder()
     return {bytes(dec[ch] for ch in tok): i for tok, i in data["model"]["vocab"].items()}
 
 
@@ -165,7 +151,7 @@ def build_qwen4exp() -> Peer:
         raise PeerUnavailable(f"qwen4exp.Tokenizer() failed: {type(exc).__name__}: {exc}") from None
     load = time.perf_counter() - t0
 
-    encode = tok.encode  # a list[int] (the SPEC's contract)
+    encode = tok.encode  # a list[int] (docs/FORMAT.md, "Return types")
     batch = None
     if hasattr(tok, "encode_batch"):
 
@@ -232,11 +218,11 @@ def build_hf() -> Peer:
 
 def build_hf_reference():
     """The parity reference: ``added_tokens`` emptied, so pure NFC +
-    pre-tokenizer + BPE.  Returns ``encode(text) -> list[int]``."""
-    data = tokenizer_json_data()
-    data["added_tokens"] = []
-    tok = _hf_tokenizer(data)
-    return lambda text: tok.encode(text, add_special_tokens=False).ids
+    pre-tokenizer + BPE (tests/_hf_reference.py, shared with the tests).
+    Returns ``encode(text) -> list[int]``."""
+    from _hf_reference import hf_ids
+
+    return hf_ids
 
 
 def build_tiktoken() -> Peer:

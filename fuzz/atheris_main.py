@@ -15,19 +15,19 @@ def main(name: str) -> None:
     import atheris
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    with atheris.instrument_imports(include=["qwen4exp", "common"]):
+    with atheris.instrument_imports(include=["qwen4exp", "harness", "harness_input"]):
         import qwen4exp  # noqa: F401
         import qwen4exp.chat  # noqa: F401
         import qwen4exp.chat_validate  # noqa: F401
         import qwen4exp.segments  # noqa: F401
         import qwen4exp.tokenizer  # noqa: F401
-        import common
+        import harness
 
-    run = common.RUNNERS[name]
+    run = harness.RUNNERS[name]
     # Load both tokenizers and the reference tables before fuzzing starts.
-    common.tokenizer()
-    common.hf_plain()
-    common.reference_tables()
+    harness.tokenizer()
+    harness.hf_plain()
+    harness.reference_tables()
     run(b"")
 
     def test_one_input(data: bytes) -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris harness: chat (see fuzz/common.py, run_chat, for the input decoding and the oracle).
+"""atheris harness: chat (see fuzz/harness.py, run_chat, for the input decoding and the oracle).
 
     PYTHONPATH=src python fuzz/fuzz_chat.py [libFuzzer flags] [corpus dirs]
 """

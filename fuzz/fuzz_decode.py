@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris harness: decode (see fuzz/common.py, run_decode, for the input decoding and the oracle).
+"""atheris harness: decode (see fuzz/harness.py, run_decode, for the input decoding and the oracle).
 
     PYTHONPATH=src python fuzz/fuzz_decode.py [libFuzzer flags] [corpus dirs]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris harness: encode (see fuzz/common.py, run_encode, for the input decoding and the oracle).
+"""atheris harness: encode (see fuzz/harness.py, run_encode, for the input decoding and the oracle).
 
     PYTHONPATH=src python fuzz/fuzz_encode.py [libFuzzer flags] [corpus dirs]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""atheris harness: segments (see fuzz/common.py, run_segments, for the input decoding and the oracle).
+"""atheris harness: segments (see fuzz/harness.py, run_segments, for the input decoding and the oracle).
 
     PYTHONPATH=src python fuzz/fuzz_segments.py [libFuzzer flags] [corpus dirs]
 """

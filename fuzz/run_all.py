@@ -8,7 +8,7 @@
 
 With atheris installed each harness runs under libFuzzer (fuzz/fuzz_<name>.py);
 without it, a plain random/mutation loop drives the same `run_<name>` function
-of fuzz/common.py. `--native` first builds a copy of the tree with clang-14 and
+of fuzz/harness.py. `--native` first builds a copy of the tree with clang-14 and
 `-fsanitize=fuzzer-no-link,address` (in the work dir, never over the in-place
 .so files) and runs the harnesses from it with atheris' ASan runtime
 preloaded, so libFuzzer sees the Cython core's coverage and ASan watches its
@@ -191,9 +191,9 @@ def run_atheris(name: str, seconds: float, workdir: str, tree: str | None, max_l
 def run_plain(name: str, seconds: float, max_len: int) -> dict:
     """Fallback without atheris: random bytes and byte mutations of the seeds."""
     sys.path.insert(0, HERE)
-    import common
+    import harness
 
-    run = common.RUNNERS[name]
+    run = harness.RUNNERS[name]
     seeds = []
     d = os.path.join(SEEDS, name)
     if os.path.isdir(d):

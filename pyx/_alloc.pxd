@@ -1,7 +1,17 @@
-# The native core's one allocator: every native allocation goes through here
-# so that tests can make the k-th one fail (SPEC.md, Transactions).
+# The native core's one allocator: every native allocation (and every native
+# thread and lock, which are resources too) goes through here so that tests
+# can make the k-th one fail (docs/RELIABILITY.md, fault injection).
 from libc.stdint cimport int64_t
 
 cdef void *q4_malloc(size_t n) noexcept nogil
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil
 cdef void q4_free(void *p) noexcept nogil
+
+ctypedef void *q4_lock
+ctypedef void (*q4_thread_fn)(void *) noexcept nogil
+
+cdef bint q4_start_thread(q4_thread_fn fn, void *arg) noexcept nogil
+cdef q4_lock q4_lock_new() noexcept nogil
+cdef void q4_lock_free(q4_lock lock) noexcept nogil
+cdef void q4_lock_take(q4_lock lock) noexcept nogil
+cdef void q4_lock_give(q4_lock lock) noexcept nogil

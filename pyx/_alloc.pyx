@@ -1,11 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Allocator with a test-only failure switch.
+"""Allocator, native threads and locks, with a test-only failure switch
+(docs/RELIABILITY.md, fault injection).
 
 `fail_allocation(k)` arms the switch: counting from then, the k-th call of
-q4_malloc/q4_realloc returns NULL (once). `fail_allocation(0)` disarms it.
+q4_malloc/q4_realloc/q4_lock_new returns NULL (once), or the k-th
+q4_start_thread does not start its thread. `fail_allocation(0)` disarms it.
 `allocations_seen()` tells how many allocations were counted since arming
-(arm with a huge k to only count), so a test can sweep k over every allocation a representative call makes.
+(arm with a huge k to only count), so a test can sweep k over every
+allocation a representative call makes.
+
+The switch is out of reach of production callers: it only works in a process
+whose environment had QWEN4EXP_FAULT_INJECTION=1 when qwen4exp was first
+imported (tests/conftest.py and tools/run_sanitizers.sh set it); anywhere else
+both hooks raise RuntimeError and the allocator never fails on purpose.
 """
+import os
+
 from libc.stdlib cimport malloc, realloc, free
 from libc.stdint cimport int64_t
 
@@ -15,8 +25,20 @@ cdef extern from *:
     """
     int64_t q4_atomic_inc(int64_t *p) nogil
 
+cdef extern from "pythread.h":
+    # Python's portable native threads and locks: usable without the GIL and
+    # without a Python thread state; waits restart after signals (never EINTR).
+    ctypedef void *PyThread_type_lock
+    unsigned long PyThread_start_new_thread(q4_thread_fn fn, void *arg) nogil
+    PyThread_type_lock PyThread_allocate_lock() nogil
+    void PyThread_free_lock(PyThread_type_lock lock) nogil
+    int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag) nogil
+    void PyThread_release_lock(PyThread_type_lock lock) nogil
+
 cdef int64_t _fail_at = 0
 cdef int64_t _count = 0
+# Read once, at import: setting the variable later does not arm anything.
+cdef bint _enabled = os.environ.get("QWEN4EXP_FAULT_INJECTION") == "1"
 
 
 cdef inline bint _should_fail() noexcept nogil:
@@ -43,9 +65,49 @@ cdef void q4_free(void *p) noexcept nogil:
     free(p)
 
 
+cdef bint q4_start_thread(q4_thread_fn fn, void *arg) noexcept nogil:
+    """Start fn(arg) on a new native thread; False if it could not start."""
+    if _should_fail():
+        return False
+    return PyThread_start_new_thread(fn, arg) != <unsigned long> -1
+
+
+cdef q4_lock q4_lock_new() noexcept nogil:
+    if _should_fail():
+        return NULL
+    return PyThread_allocate_lock()
+
+
+cdef void q4_lock_free(q4_lock lock) noexcept nogil:
+    PyThread_free_lock(lock)
+
+
+cdef void q4_lock_take(q4_lock lock) noexcept nogil:
+    """Acquire, waiting as long as it takes (signals do not interrupt it)."""
+    PyThread_acquire_lock(lock, 1)
+
+
+cdef void q4_lock_give(q4_lock lock) noexcept nogil:
+    PyThread_release_lock(lock)
+
+
+def _require_enabled():
+    if not _enabled:
+        raise RuntimeError(
+            "allocation fault injection is a test hook: it is disabled unless "
+            "QWEN4EXP_FAULT_INJECTION=1 is set before qwen4exp is imported"
+        )
+
+
+def fault_injection_enabled():
+    """Whether this process may arm the switch (QWEN4EXP_FAULT_INJECTION=1 at import)."""
+    return bool(_enabled)
+
+
 def fail_allocation(int64_t k):
     """Test hook: make the k-th native allocation from now fail (0 disarms)."""
     global _fail_at, _count
+    _require_enabled()
     if k < 0:
         raise ValueError("k must be >= 0")
     _count = 0
@@ -54,4 +116,5 @@ def fail_allocation(int64_t k):
 
 def allocations_seen():
     """Test hook: native allocations counted since the switch was armed."""
+    _require_enabled()
     return _count

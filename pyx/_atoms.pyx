@@ -46,15 +46,15 @@ cdef int atoms_parse(const AtomTable *t, const uint8_t *s, Py_ssize_t n, IdVec *
                      Py_ssize_t *bad_offset) noexcept nogil:
     """Append the atom ids spelling s[0:n] exactly.
 
-    ATOMS_UNKNOWN with *bad_offset = the first byte no parse can get past
-    when s is not a concatenation of atoms; ATOMS_NO_MEMORY if allocation
+    RC_UNKNOWN_CONTROL with *bad_offset = the first byte no parse can get past
+    when s is not a concatenation of atoms; RC_NO_MEMORY if allocation
     failed (then `out` may hold a partial result: callers discard it).
     """
     cdef uint8_t *tail_ok   # tail_ok[p]: s[p:n] splits into atoms
     cdef Py_ssize_t p, a, reach = 0
     tail_ok = <uint8_t *> q4_malloc(<size_t> n + 1)
     if tail_ok == NULL:
-        return ATOMS_NO_MEMORY
+        return RC_NO_MEMORY
     memset(tail_ok, 0, <size_t> n + 1)
     tail_ok[n] = 1
     p = n - 1
@@ -77,7 +77,7 @@ cdef int atoms_parse(const AtomTable *t, const uint8_t *s, Py_ssize_t n, IdVec *
             p = reach
         bad_offset[0] = p
         q4_free(tail_ok)
-        return ATOMS_UNKNOWN
+        return RC_UNKNOWN_CONTROL
     # Forward walk choosing, at each step, an atom whose tail is parseable.
     p = 0
     while p < n:
@@ -85,10 +85,10 @@ cdef int atoms_parse(const AtomTable *t, const uint8_t *s, Py_ssize_t n, IdVec *
             if atom_at(t, a, s, n, p) and tail_ok[p + t.offsets[a + 1] - t.offsets[a]]:
                 if idvec_reserve(out, 1) < 0:
                     q4_free(tail_ok)
-                    return ATOMS_NO_MEMORY
+                    return RC_NO_MEMORY
                 out.data[out.len] = t.ids[a]
                 out.len += 1
                 p += t.offsets[a + 1] - t.offsets[a]
                 break
     q4_free(tail_ok)
-    return ATOMS_OK
+    return RC_OK

@@ -1,6 +1,8 @@
 # cython: language_level=3
 """The native tokenizer: one object owning the merge table, the atom table,
-the token spellings and a pool of per-thread workers (cache + scratch).
+the token spellings and a pool of per-thread workers (cache + scratch), and
+the Python entry points. Batches run on the scheduler (pyx/_scheduler.pyx),
+which calls back into encode_one / convert_list / convert_array here.
 
 Python validates and converts arguments, then each entry point runs one
 `with nogil:` loop over C buffers and raises only after leaving it. A worker
@@ -17,14 +19,14 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import numpy as np
-import threading
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             worker_init, worker_flush, worker_free, bpe_encode_piece)
-from qwen4exp._atoms cimport (AtomTable, atoms_init, atoms_free, atoms_parse, ATOMS_OK,
-                              ATOMS_NO_MEMORY, ATOMS_UNKNOWN)
+from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
+from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end
@@ -34,51 +36,6 @@ cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
-    CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
-
-# Error codes of the nogil loops (decoded into exceptions by the caller).
-cdef enum:
-    RC_OK = 0
-    RC_NO_MEMORY = -1
-    RC_GEOMETRY = -2
-    RC_UNKNOWN_CONTROL = -3
-
-
-cdef struct Stream:
-    # One unit of batch work: input bytes (plain DATA text when m < 0, else a
-    # segmented stream of m segments) in, ids or a fault out.
-    const uint8_t *data
-    Py_ssize_t n
-    const int64_t *starts
-    const int64_t *ends
-    const int8_t *kinds
-    Py_ssize_t m
-    IdVec ids
-    int rc
-    GeoError geo
-    Py_ssize_t bad
-    int done                # set (release) once ids/rc are final
-
-
-cdef struct Batch:
-    # Threads claim streams one at a time from `next`, so uneven streams
-    # balance themselves; the caller converts finished streams meanwhile.
-    Stream *streams
-    Py_ssize_t count
-    Py_ssize_t next
-
-
-cdef extern from *:
-    """
-    #include <sched.h>
-    #define q4_claim(p) __atomic_fetch_add((p), 1, __ATOMIC_RELAXED)
-    #define q4_mark_done(p) __atomic_store_n((p), 1, __ATOMIC_RELEASE)
-    #define q4_is_done(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-    """
-    Py_ssize_t q4_claim(Py_ssize_t *p) nogil
-    void q4_mark_done(int *p) nogil
-    int q4_is_done(int *p) nogil
-    int sched_yield() nogil
 
 
 cdef class NativeTokenizer:
@@ -157,19 +114,28 @@ cdef class NativeTokenizer:
     # in between, so pushes and pops are atomic for Python threads.
 
     cdef Worker *acquire(self) except NULL:
+        cdef Worker *w = self.take_worker()
+        if w == NULL:
+            raise MemoryError("could not allocate a tokenizer worker and its cache")
+        return w
+
+    cdef Worker *take_worker(self) noexcept:
+        """An idle worker, or a new one; NULL when out of memory."""
         cdef Worker *w
         if self.pool_len > 0:
             self.pool_len -= 1
             return self.pool[self.pool_len]
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
-            raise MemoryError("could not allocate a tokenizer worker")
+            return NULL
         if worker_init(w, self.cache_slots) < 0:
             q4_free(w)
-            raise MemoryError("could not allocate a tokenizer cache")
+            return NULL
         return w
 
     cdef void release(self, Worker *w) noexcept:
+        if w == NULL:
+            return
         if self.pool_len < POOL_MAX:
             self.pool[self.pool_len] = w
             self.pool_len += 1
@@ -223,12 +189,11 @@ cdef class NativeTokenizer:
                     return rc
             else:
                 rc = atoms_parse(&self.atoms, data + starts[k], ends[k] - starts[k], out, bad)
-                if rc == ATOMS_NO_MEMORY:
-                    return RC_NO_MEMORY
-                if rc == ATOMS_UNKNOWN:
+                if rc == RC_UNKNOWN_CONTROL:
                     geo.segment = k
                     geo.offset = starts[k] + bad[0]
-                    return RC_UNKNOWN_CONTROL
+                if rc != RC_OK:
+                    return rc
         return RC_OK
 
     # -- Python entry points ---------------------------------------------------
@@ -270,8 +235,8 @@ cdef class NativeTokenizer:
                         const int8_t[::1] kinds):
         """Ids of a segmented stream as a new int32 array.
 
-        Returns (array, None) on success or (None, (code, segment, offset)) on a
-        geometry / unknown-control fault; MemoryError on allocation failure.
+        Returns (array, None) on success or (None, fault tuple) on a geometry /
+        unknown-control fault (see fault_tuple); MemoryError on allocation failure.
         """
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), m = starts.shape[0], bad = 0
         cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
@@ -290,10 +255,8 @@ cdef class NativeTokenizer:
         try:
             if rc == RC_NO_MEMORY:
                 raise MemoryError("out of memory while tokenizing segments")
-            if rc == RC_GEOMETRY:
-                return None, (int(geo.code), geo.segment, geo.offset)
-            if rc == RC_UNKNOWN_CONTROL:
-                return None, (-1, geo.segment, geo.offset)
+            if rc != RC_OK:
+                return None, fault_tuple(rc, &geo)
             return idvec_to_array(&out), None
         finally:
             idvec_free(&out)
@@ -303,7 +266,6 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t count = len(texts), k, n
         cdef Stream *streams
         cdef const char *s
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
@@ -328,7 +290,6 @@ cdef class NativeTokenizer:
         cdef const int64_t[::1] en_view
         cdef const int8_t[::1] ki_view
         cdef bytes data
-        cdef list results
         if count == 0:
             return []
         streams = new_streams(count)
@@ -354,105 +315,29 @@ cdef class NativeTokenizer:
 
 
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, bint as_lists):
-        """Encode every stream on num_threads threads; convert results in order.
-
-        The calling thread encodes too, then turns finished streams into Python
-        objects (lists of ints, or arrays / fault tuples) while the others are
-        still encoding. MemoryError if any stream ran out of memory.
-        """
-        cdef Batch batch
-        cdef Py_ssize_t k
-        cdef Worker *w
-        cdef list results = [None] * count
-        cdef bint out_of_memory = False
-        cdef Stream *st
-        batch.streams = streams
-        batch.count = count
-        batch.next = 0
-        num_threads = max(1, min(num_threads, count))
-        cdef Py_ssize_t converted = 0
-        cdef bint more = True
-        w = self.acquire()
-        started = []
+        """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
+        one pooled worker each, and return their results as lists of ints
+        (as_lists) or int32 arrays / fault tuples."""
+        cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
+        cdef Worker *single = self.acquire()
+        cdef Worker **workers = <Worker **> q4_malloc(<size_t> want * sizeof(Worker *))
+        if workers == NULL:
+            workers = &single  # no room for more workers: this thread does it all
+            want = 1
+        workers[0] = single
+        while n < want:
+            workers[n] = self.take_worker()
+            if workers[n] == NULL:
+                break  # the threads that have a worker share the work
+            n += 1
         try:
-            for _ in range(num_threads - 1):
-                th = threading.Thread(target=self._claim_streams, args=(<size_t> &batch,), daemon=True)
-                th.start()  # if this fails, the threads already started and this one share the work
-                started.append(th)
-            # Encode a slice, then convert what is finished, so that building
-            # Python objects overlaps with the other threads' encoding.
-            while more:
-                with nogil:
-                    more = self.claim_streams(w, &batch, CONVERT_EVERY)
-                while converted < count and q4_is_done(&streams[converted].done):
-                    out_of_memory |= self.convert(&streams[converted], results, converted, as_lists)
-                    converted += 1
-            self.release(w)
-            w = NULL
-            for k in range(converted, count):
-                st = &streams[k]
-                if not q4_is_done(&st.done):
-                    with nogil:
-                        while not q4_is_done(&st.done):
-                            sched_yield()
-                out_of_memory |= self.convert(st, results, k, as_lists)
+            return run_streams(streams, count, workers, n, encode_one,
+                               convert_list if as_lists else convert_array, <void *> self)
         finally:
-            if w != NULL:
-                self.release(w)
-            for th in started:
-                th.join()  # all streams are claimed, so they are only finishing
-        if out_of_memory:
-            raise MemoryError("out of memory while tokenizing a batch")
-        return results
-
-    cdef bint convert(self, Stream *st, list results, Py_ssize_t k, bint as_lists) except -1:
-        """Store stream k's result; True if it ran out of memory."""
-        if st.rc == RC_NO_MEMORY:
-            return True
-        if st.rc == RC_GEOMETRY:
-            results[k] = (int(st.geo.code), st.geo.segment, st.geo.offset)
-        elif st.rc == RC_UNKNOWN_CONTROL:
-            results[k] = (-1, st.geo.segment, st.geo.offset)
-        elif as_lists:
-            results[k] = idvec_to_list(&st.ids, self._id_objects)
-        else:
-            results[k] = idvec_to_array(&st.ids)
-        idvec_free(&st.ids)
-        return False
-
-    def _claim_streams(self, size_t address):
-        """Body of a helper thread of run_batch."""
-        cdef Worker *w
-        try:
-            w = self.acquire()
-        except MemoryError:
-            return  # the other threads claim the streams this one would have
-        with nogil:
-            self.claim_streams(w, <Batch *> address, -1)
-        self.release(w)
-
-    cdef bint claim_streams(self, Worker *w, Batch *batch, Py_ssize_t budget) noexcept nogil:
-        """Claim and encode streams until none is left (returns False) or, when
-        budget >= 0, until about `budget` bytes were encoded (returns True)."""
-        cdef Py_ssize_t k
-        cdef Stream *st
-        while True:
-            k = q4_claim(&batch.next)
-            if k >= batch.count:
-                return False
-            st = &batch.streams[k]
-            if st.m < 0:
-                st.rc = self.encode_data(w, st.data, st.n, &st.ids)
-            else:
-                st.rc = self.encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
-                                           &st.ids, &st.geo, &st.bad)
-            if st.rc < 0:
-                idvec_free(&st.ids)  # a failed stream returns no partial ids
-            q4_mark_done(&st.done)
-            if budget >= 0:
-                budget -= st.n + 64
-                if budget < 0:
-                    return True
+            for k in range(n):
+                self.release(workers[k])
+            if workers != &single:
+                q4_free(workers)
 
     def decode_bytes(self, const int32_t[::1] ids):
         """Concatenated spellings of ids; returns (bytes, -1) or (None, index of a bad id)."""
@@ -498,19 +383,35 @@ cdef class NativeTokenizer:
         return -1
 
 
-cdef Stream *new_streams(Py_ssize_t count) except NULL:
-    cdef Stream *streams = <Stream *> q4_malloc(<size_t> count * sizeof(Stream))
-    if streams == NULL:
-        raise MemoryError("out of memory preparing a batch")
-    memset(streams, 0, <size_t> count * sizeof(Stream))
-    return streams
+cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
+    """The scheduler's encode callback: one stream, DATA text or segmented."""
+    if st.m < 0:
+        return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)
+    return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, st.m,
+                                                 &st.ids, &st.geo, &st.bad)
 
 
-cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept:
-    cdef Py_ssize_t k
-    for k in range(count):
-        idvec_free(&streams[k].ids)
-    q4_free(streams)
+cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """The scheduler's convert callback for encode_batch: a list of ints."""
+    if st.rc == RC_NO_MEMORY:
+        return True
+    results[k] = idvec_to_list(&st.ids, (<NativeTokenizer> ctx)._id_objects)
+    idvec_free(&st.ids)
+    return False
+
+
+cdef bint convert_array(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """The scheduler's convert callback for encode_streams: an int32 array or a fault tuple."""
+    if st.rc == RC_NO_MEMORY:
+        return True
+    results[k] = fault_tuple(st.rc, &st.geo) if st.rc != RC_OK else idvec_to_array(&st.ids)
+    idvec_free(&st.ids)
+    return False
+
+
+cdef tuple fault_tuple(int rc, GeoError *geo):
+    """(Fault, GeoCode or 0, segment, offset): what qwen4exp.tokenizer.fault_error reads."""
+    return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
 
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects):

@@ -1,7 +1,7 @@
 # Validation of caller bytes and segment geometry, before any tokenization.
 from libc.stdint cimport int8_t, int64_t, uint8_t
 
-cdef enum GeoCode:
+cpdef enum GeoCode:
     GEO_OK = 0
     GEO_BAD_UTF8          # bytes are not valid UTF-8 (offset)
     GEO_NO_SEGMENTS       # data is non-empty but there are no segments

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Strict UTF-8 validation and segment geometry checks (SPEC.md, SegmentError)."""
+"""Strict UTF-8 validation and segment geometry checks (docs/FORMAT.md, "Segment geometry")."""
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 

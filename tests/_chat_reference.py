@@ -13,7 +13,10 @@ Nothing here imports the renderer. It provides:
   to build twins of a request (`harmless_twin`: each atom spelling replaced by
   "z" * len; `mutated_twin`: every caller character rotated to a different one
   of the same UTF-8 length, newlines kept);
-* `check_geometry` and `check_provenance`.
+* `check_geometry`, `check_provenance` and `control_markers`.
+
+tests/test_chat.py and the fuzz harness of the chat renderer (fuzz/harness.py)
+both check against it.
 """
 
 from __future__ import annotations
@@ -309,6 +312,16 @@ def check_geometry(chat) -> None:
             assert _CONTROL_RUN_RE.fullmatch(chunk), f"control {chunk!r} is not markers"
         prev, pos = int(kind), end
     assert pos == len(data), "segments do not cover the stream"
+
+
+def control_markers(chat) -> list[str]:
+    """The template markers of the TRUSTED_CONTROL segments, in order (one added-token
+    id each when tokenized)."""
+    out: list[str] = []
+    for s in chat.segments:
+        if int(s.kind) == 1:
+            out.extend(_MARKER_RE.findall(chat.data[s.start : s.end].decode("utf-8")))
+    return out
 
 
 def plain_segments(chat) -> list[tuple[int, int, int]]:

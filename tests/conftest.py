@@ -1,17 +1,20 @@
 """Shared fixtures: our tokenizer and the Hugging Face references."""
 
-import json
 import os
 
 import pytest
 
+# The allocation-fault switch (qwen4exp._alloc) only arms in a process that had
+# this set when qwen4exp was first imported: conftest loads before any test.
+os.environ["QWEN4EXP_FAULT_INJECTION"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import _hf_reference  # noqa: E402  (tests/ is on sys.path)
+from _hf_reference import REPO, TOKENIZER_JSON  # noqa: E402
+
 VOCAB_DIR = os.path.join(REPO, "vocab")
-TOKENIZER_JSON = os.path.join(VOCAB_DIR, "tokenizer.json")
 
 
 @pytest.fixture(scope="session")
@@ -23,14 +26,8 @@ def tok():
 
 @pytest.fixture(scope="session")
 def hf_plain():
-    """The reference for DATA: the same tokenizer.json with `added_tokens` emptied
-    (pure NFC + pre-tokenizer + BPE; SPEC.md invariant 3)."""
-    from tokenizers import Tokenizer
-
-    with open(TOKENIZER_JSON, encoding="utf-8") as f:
-        raw = json.load(f)
-    raw["added_tokens"] = []
-    return Tokenizer.from_str(json.dumps(raw))
+    """The reference for DATA (tests/_hf_reference.py; docs/FORMAT.md invariant 3)."""
+    return _hf_reference.hf_plain()
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +43,21 @@ def hf_nfc():
     from tokenizers import normalizers
 
     return normalizers.NFC().normalize_str
+
+
+def run_isolated(code: str, *args: str, timeout: float = 120, env: dict | None = None):
+    """Run `python -c code args...` against the same qwen4exp as this process
+    (installed, or src/ in-tree), so that a crash cannot take pytest down."""
+    import subprocess
+    import sys
+
+    import qwen4exp
+
+    where = os.path.dirname(os.path.dirname(os.path.abspath(qwen4exp.__file__)))
+    full_env = dict(os.environ, PYTHONPATH=where + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
 
 
 # -- Qwen3.5/3.6: the reference tokenizer.json is derived, not shipped -------------

@@ -1,4 +1,4 @@
-"""The provenance-preserving chat renderer (SPEC.md, "The Qwen4Exp chat format").
+"""The provenance-preserving chat renderer (docs/FORMAT.md, section 3).
 
 The oracle (tests/data/chat_oracle.json) is checked two ways: the renderer must
 reproduce it, and every accepted case is verified independently of the
@@ -531,14 +531,22 @@ def test_random_rejection_is_transactional(req, data):
     assert snapshot(out) == before
 
 
-def test_segment_builder_many_small_appends_is_linear():
+def test_segment_builder_appends_copy_nothing():
+    """Appending is O(1): an append never copies earlier bytes. Counted, not timed:
+    every chunk appended is kept as the same object until build() joins each run
+    once, so 100,000 small appends hold 100,000 chunks and one run."""
     from qwen4exp.segments import SegmentBuilder
 
     b = SegmentBuilder()
     for _ in range(100_000):
         b.text("é")
+    first_chunk = b._parts[0][0]
+    b.text("é")
+    assert len(b._parts) == 1 and len(b._parts[0]) == 100_001  # one run, one chunk per append
+    assert b._parts[0][0] is first_chunk  # earlier bytes were not copied
     b.control("<|im_end|>").control("<|im_start|>").text("").text("x")
+    assert [len(run) for run in b._parts] == [100_001, 2, 1]  # "" appends nothing
     chat = b.build()
-    assert chat.data == "é".encode() * 100_000 + b"<|im_end|><|im_start|>x"
-    assert plain_segments(chat) == [(0, 200_000, 0), (200_000, 200_022, 1), (200_022, 200_023, 0)]
+    assert chat.data == "é".encode() * 100_001 + b"<|im_end|><|im_start|>x"
+    assert plain_segments(chat) == [(0, 200_002, 0), (200_002, 200_024, 1), (200_024, 200_025, 0)]
     assert b.build() == chat  # build() does not consume the builder

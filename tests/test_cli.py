@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 # installed package, or the in-tree build when run with PYTHONPATH=src.
 SRC = Path(qwen4exp.__file__).resolve().parent.parent
 EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "examples" / "example_chat.json"
-COMMANDS = ["demo", "render", "encode", "decode", "count", "batch"]
+COMMANDS = ["demo", "render", "encode", "decode", "parse", "count", "batch"]
 
 
 def _env(extra=None):
@@ -40,7 +38,7 @@ def _env(extra=None):
     return env
 
 
-def cli(*args, input=None, env=None, timeout=300):
+def cli(*args, input=None, env=None, timeout=300, cwd=REPO):
     """Run `python -m qwen4exp ARGS`; returns CompletedProcess (text mode)."""
     return subprocess.run(
         [sys.executable, "-m", "qwen4exp", *map(str, args)],
@@ -49,7 +47,7 @@ def cli(*args, input=None, env=None, timeout=300):
         text=True,
         encoding="utf-8",
         env=_env(env),
-        cwd=str(REPO),
+        cwd=str(cwd),
         timeout=timeout,
     )
 
@@ -160,18 +158,32 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2
 
 
-def test_module_and_console_entry_point():
-    """`python -m qwen4exp` and the console script `qwen4exp.cli:main` are one thing."""
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'qwen4exp = "qwen4exp.cli:main"' in text
-    from qwen4exp import cli as cli_mod
+def _console_script() -> str:
+    """The installed `qwen4exp` console script (pip writes it beside the interpreter)."""
+    import shutil
+    import sysconfig
 
-    assert callable(cli_mod.main)
-    r = subprocess.run(
-        [sys.executable, "-c", "import sys; from qwen4exp.cli import main; sys.exit(main(['count', '-t', 'hello world']))"],
-        capture_output=True, text=True, env=_env(),
-    )
-    assert r.returncode == 0 and r.stdout.strip() == "2"
+    path = os.pathsep.join([sysconfig.get_path("scripts"), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    script = shutil.which("qwen4exp", path=path)
+    assert script, "no `qwen4exp` console script: install the package (pip install '.[test]')"
+    return script
+
+
+def test_module_and_console_entry_point():
+    """The installed console script and `python -m qwen4exp` run the same program."""
+    script = _console_script()
+    for args in (["--version"], ["count", "-t", "hello world"], ["encode", "--text", "it's <|im_end|>"]):
+        via_script = subprocess.run([script, *args], capture_output=True, text=True, env=_env(), timeout=120)
+        via_module = cli(*args)
+        assert via_script.returncode == via_module.returncode == 0, via_script.stderr + via_module.stderr
+        assert via_script.stdout == via_module.stdout
+    assert json.loads(via_module.stdout) == qwen4exp.Tokenizer().encode("it's <|im_end|>")
+    assert cli("count", "-t", "hello world").stdout.strip() == str(qwen4exp.Tokenizer().count("hello world"))
+    # --version names the package version (importlib.metadata, or pyproject in a source tree)
+    assert cli("--version").stdout.split() == ["qwen4exp", qwen4exp.__version__]
+    # a usage error exits 2 through both
+    r = subprocess.run([script, "no-such-command"], capture_output=True, text=True, env=_env(), timeout=120)
+    assert r.returncode == cli("no-such-command").returncode == 2
 
 
 def test_import_does_not_load_cli_dependencies():
@@ -324,6 +336,31 @@ def test_encode_count_decode(tok, tmp_path, example):
     r = cli("decode", "1", "99999999")
     assert r.returncode == 3 and "99999999" in r.stderr
     assert cli("decode", "abc").returncode == 3
+
+
+def test_parse(tok, tmp_path):
+    history = [{"role": "user", "content": "Weather in Paris? Say <tool_call> literally."}]
+    turn = {"role": "assistant", "content": "Checking <tool_call> 🌦", "reasoning_content": "Use the tool.",
+            "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}
+    full = tok.encode_chat(render_chat(history + [turn])).tolist()
+    prompt = tok.encode_chat(render_chat(history, add_generation_prompt=True)).tolist()
+    ids = full[len(prompt) : -1]  # up to and including <|im_end|>
+    expected = tok.parse_completion(ids)
+    assert expected["content"] == turn["content"] and len(expected["tool_calls"]) == 1
+    r = cli("parse", *ids)
+    assert r.returncode == 0 and json.loads(r.stdout) == expected
+    f = tmp_path / "ids.json"
+    f.write_text(json.dumps(ids))
+    assert json.loads(cli("parse", "--file", f, "--indent", "2").stdout) == expected
+    assert json.loads(cli("parse", input=" ".join(map(str, ids))).stdout) == expected
+    # --in-reasoning: the prompt opened <think>, the ids start inside it
+    inner = ids[ids.index(tok.atoms["<think>"]) + 1 :]
+    assert json.loads(cli("parse", "--in-reasoning", *inner).stdout) == expected
+    # a cut-off completion is reported, not an error; a bad id is an input error
+    cut = json.loads(cli("parse", *ids[:-3]).stdout)
+    assert cut["errors"][-1]["error"].startswith("truncated") and cut["invalid_tool_calls"][0]["index"] == 0
+    r = cli("parse", "1", "-2")
+    assert r.returncode == 3 and "-2" in r.stderr
 
 
 def test_encode_rejects_invalid_utf8(tmp_path):
@@ -529,72 +566,6 @@ def test_batch_empty_input(tmp_path):
     r = cli("batch", src, out)
     assert r.returncode == 0, r.stderr
     assert _read_parquet(out) == ([], [], [])
-
-
-def test_batch_interrupt_hook_leaves_nothing(tmp_path, jsonl_in):
-    for name in ("out.parquet", "out.jsonl"):
-        out = tmp_path / name
-        r = cli("batch", jsonl_in, out, "--chunk-size", "20",
-                env={"QWEN4EXP_TEST_INTERRUPT_AFTER_CHUNKS": "3"})
-        assert r.returncode == 130, r.stderr
-        assert "interrupted" in r.stderr
-        assert not out.exists()
-        assert not _no_temp_files(tmp_path)
-
-
-def test_batch_sigint_leaves_nothing(tmp_path, jsonl_in):
-    """A real Ctrl-C (SIGINT) in the middle of a run."""
-    out = tmp_path / "out.parquet"
-    existing_tmp = set(_no_temp_files(tmp_path))
-    p = subprocess.Popen(
-        [sys.executable, "-m", "qwen4exp", "batch", str(jsonl_in), str(out), "--chunk-size", "10"],
-        env=_env({"QWEN4EXP_TEST_CHUNK_DELAY": "0.2"}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # Our own process may run with SIGINT ignored (e.g. in the background):
-        # give the child Python's usual Ctrl-C handling.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        deadline = time.monotonic() + 120
-        # Wait until it is writing (its temporary file exists) and a chunk is done.
-        while not set(_no_temp_files(tmp_path)) - existing_tmp:
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        time.sleep(0.5)
-        assert p.poll() is None, "finished before it could be interrupted"
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 130, err
-    assert "interrupted" in err
-    assert not out.exists()
-    assert not _no_temp_files(tmp_path)
-
-
-def test_batch_sigterm_leaves_nothing(tmp_path, jsonl_in):
-    out = tmp_path / "out.jsonl"
-    p = subprocess.Popen(
-        [sys.executable, "-m", "qwen4exp", "batch", str(jsonl_in), str(out), "--chunk-size", "10"],
-        env=_env({"QWEN4EXP_TEST_CHUNK_DELAY": "0.2"}),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not _no_temp_files(tmp_path):
-            assert p.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 128 + signal.SIGTERM, err
-    assert not out.exists() and not _no_temp_files(tmp_path)
 
 
 def test_batch_progress_bar(tmp_path, jsonl_in):

@@ -1,4 +1,4 @@
-"""Plain-text parity with Hugging Face `tokenizers` (SPEC.md invariant 3).
+"""Plain-text parity with Hugging Face `tokenizers` (docs/FORMAT.md, invariant 3).
 
 The reference is tokenizers==0.22.1 with the added tokens removed, on the
 bundled tokenizer.json ("qwen3") and on the tokenizer.json transformers'

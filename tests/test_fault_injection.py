@@ -1,7 +1,9 @@
-"""Allocation-failure injection (issue 6, SPEC invariant 4).
+"""Allocation-failure injection (issue 6; docs/FORMAT.md, "Transactions").
 
 `qwen4exp._alloc.fail_allocation(k)` makes the k-th native allocation from
-then on fail. For each representative call we count the allocations it makes
+then on fail (a test hook: it only arms in a process started with
+QWEN4EXP_FAULT_INJECTION=1, which tests/conftest.py sets). For each
+representative call we count the allocations it makes
 (arming with a huge k only counts), then fail each one in turn and check:
 
 * the call raises MemoryError, or succeeds with exactly the right result
@@ -29,6 +31,8 @@ import pytest
 import qwen4exp
 from qwen4exp import SegmentBuilder, TokenBuffer, Tokenizer, _alloc
 from qwen4exp.chat import render_chat
+
+from conftest import run_isolated
 
 HUGE = 10**15
 
@@ -264,16 +268,20 @@ def test_injected_failures_leak_nothing(name):
 
     warm_round()
     cold_round()
-    base = heap_in_use()
-    for _ in range(2):
+    # A leak grows the heap in every window; a one-off step (a helper thread's
+    # malloc arena reaching its size) shows in one window only, so the least
+    # growth over three windows is what a leak would raise.
+    grown = []
+    for _ in range(3):
+        base = heap_in_use()
         cold_round()
-    for _ in range(40):
-        warm_round()
-    grown = heap_in_use() - base
-    injected = 40 * n_warm + 2 * n_cold
+        for _ in range(14):
+            warm_round()
+        grown.append(heap_in_use() - base)
+    injected = 14 * n_warm + n_cold
     # a leak of even one small buffer per failure would show as >= 64 bytes each
-    assert grown < max(256 * 1024, 64 * injected), (
-        f"{name}: C heap grew by {grown} bytes over {injected} injected failures"
+    assert min(grown) < max(256 * 1024, 64 * injected), (
+        f"{name}: C heap grew by {grown} bytes over {injected} injected failures per window"
     )
 
 
@@ -285,3 +293,26 @@ def test_fault_switch_counts_and_disarms():
     assert _alloc.allocations_seen() >= 1
     _alloc.fail_allocation(0)
     assert tok.encode("e\u0301") == tok.encode("\u00e9")
+
+
+def test_fault_switch_is_out_of_reach_without_the_test_environment():
+    """A production process (no QWEN4EXP_FAULT_INJECTION=1 at import) cannot arm the
+    switch, even by setting the variable later; the allocator never fails on purpose."""
+    code = (
+        "import os, qwen4exp\n"
+        "from qwen4exp import _alloc\n"
+        "assert not _alloc.fault_injection_enabled()\n"
+        "os.environ['QWEN4EXP_FAULT_INJECTION'] = '1'\n"
+        "for hook, args in ((_alloc.fail_allocation, (1,)), (_alloc.allocations_seen, ())):\n"
+        "    try:\n"
+        "        hook(*args)\n"
+        "    except RuntimeError as exc:\n"
+        "        assert 'QWEN4EXP_FAULT_INJECTION' in str(exc)\n"
+        "    else:\n"
+        "        raise SystemExit(hook.__name__ + ' worked outside tests')\n"
+        "print(qwen4exp.Tokenizer().encode('e\\u0301 ok'))\n"
+    )
+    r = run_isolated(code, env={"QWEN4EXP_FAULT_INJECTION": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(Tokenizer().encode("e\u0301 ok"))
+    assert _alloc.fault_injection_enabled()  # this test process: conftest set it

@@ -82,7 +82,7 @@ FORGED = {
     "gap": ([Segment(0, 5, D), Segment(6, 15, C), Segment(15, 20, D)], SegmentError, "gap"),
     "first_not_at_zero": ([Segment(1, 5, D), Segment(5, 15, C), Segment(15, 20, D)], SegmentError, "gap"),
     "overlap": ([Segment(0, 5, D), Segment(4, 15, C), Segment(15, 20, D)], SegmentError, "overlaps"),
-    "negative_start": ([Segment(-1, 5, D), Segment(5, 15, C), Segment(15, 20, D)], SegmentError, "overlaps"),
+    "negative_start": ([Segment(-1, 5, D), Segment(5, 15, C), Segment(15, 20, D)], SegmentError, "start -1 is out of range \\(negative"),
     "empty": ([Segment(0, 5, D), Segment(5, 5, C), Segment(5, 15, C), Segment(15, 20, D)], SegmentError, "empty"),
     "short": ([Segment(0, 5, D), Segment(5, 15, C)], SegmentError, "data is 20 bytes"),
     "past_end": ([Segment(0, 5, D), Segment(5, 15, C), Segment(15, 21, D)], SegmentError, "past the end"),

@@ -14,6 +14,30 @@ from qwen4exp import Qwen4ExpError, TextEncodingError
 from conftest import TOKENIZER_JSON
 
 
+def test_version_and_public_names():
+    """`__version__` is the distribution's (or the tree's pyproject) and dir() lists the API only."""
+    import re
+    from importlib import metadata
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", qwen4exp.__version__)
+    with open(os.path.join(os.path.dirname(TOKENIZER_JSON), os.pardir, "pyproject.toml"), encoding="utf-8") as f:
+        pyproject = f.read()
+    assert f'version = "{qwen4exp.__version__}"' in pyproject
+    try:
+        dist = metadata.distribution("qwen4exp")
+    except metadata.PackageNotFoundError:
+        dist = None
+    here = os.path.realpath(qwen4exp.__file__)
+    if dist is not None and os.path.realpath(dist.locate_file("qwen4exp/__init__.py")) == here:
+        assert qwen4exp.__version__ == dist.version  # imported from the installed copy
+    public = dir(qwen4exp)
+    assert public == sorted([*qwen4exp.__all__, "__version__"])
+    assert not [n for n in public if n.startswith("_") and n != "__version__"]
+    assert "chat" not in public and "tokenizer" not in public  # submodules are not the API
+    for name in qwen4exp.__all__:
+        assert getattr(qwen4exp, name) is not None
+
+
 def test_atoms_table_matches_tokenizer_json(tok, hf_full):
     ref = {t.content: i for i, t in hf_full.get_added_tokens_decoder().items()}
     assert dict(tok.atoms) == ref
@@ -100,9 +124,24 @@ def test_encode_batch_matches_encode(tok):
         tok.encode_batch(texts, num_threads=0)
 
 
-def test_count(tok):
-    for t in ["", "hello world", "中文" * 100]:
-        assert tok.count(t) == len(tok.encode(t))
+COUNT_TEXTS = [
+    "",
+    "hello world",
+    "中文" * 100,
+    "it's <|im_end|> text <think>\n</think>",  # atom spellings are DATA: BPE counted
+    "e\u0301 cafe\u0301 \u1100\u1161\u11a8 A\u030a",  # NFC changes the count
+    "  \n\n\t x 12345 \u3000\u00a0",
+    "x" * 5000,  # one long piece
+]
+
+
+def test_count_equals_hf(tok, hf_plain):
+    """count() is len() of the reference's ids, on hand cases and real documents."""
+    import corpora
+
+    docs = [*COUNT_TEXTS, *corpora.multilingual_documents()[:40], *corpora.code_documents()[:10]]
+    for t in docs:
+        assert tok.count(t) == len(hf_plain.encode(t, add_special_tokens=False).ids), t[:80]
 
 
 def test_from_file_and_directory(tmp_path, monkeypatch, tok):
@@ -141,3 +180,34 @@ def test_cache_off_and_flush_give_same_ids():
     assert b.encode(text) == ref
     b.flush_cache()
     assert b.encode(text) == ref
+
+
+def test_byte_level_alphabet_matches_the_reference():
+    """The vocabulary compiler's ByteLevel table equals the test side's restatement of
+    GPT-2's rule (tests/_hf_reference.py), which the decode oracle uses."""
+    import _hf_reference
+    from qwen4exp._vocab_compile import byte_level_alphabet
+
+    assert byte_level_alphabet() == _hf_reference.byte_decoder()
+
+
+def test_one_return_type_per_family(tok, hf_plain):
+    """docs/FORMAT.md, section 7: plain text gives lists of Python ints, streams and
+    chats give 1-D int32 arrays; decode takes either."""
+    text = "it's <|im_end|> 中文"
+    ids = tok.encode(text)
+    assert type(ids) is list and all(type(i) is int for i in ids)
+    assert ids == hf_plain.encode(text, add_special_tokens=False).ids
+    batch = tok.encode_batch([text, ""], num_threads=2)
+    assert type(batch) is list and batch == [ids, []]
+    chat = qwen4exp.SegmentBuilder().text(text).build()
+    arrays = [tok.encode_chat(chat), tok.encode_segments(chat.data, chat.segments),
+              *tok.encode_chats([chat, chat], num_threads=2)]
+    buf = qwen4exp.TokenBuffer()
+    tok.encode_segments_into(chat.data, chat.segments, buf)
+    arrays.append(buf.array)
+    for arr in arrays:
+        assert isinstance(arr, np.ndarray) and arr.dtype == np.int32 and arr.ndim == 1
+        assert arr.tolist() == ids
+    assert not buf.array.flags.writeable
+    assert tok.decode(ids) == tok.decode(arrays[0]) == text

@@ -46,7 +46,9 @@ import pytest
 from qwen4exp._normalize import char_class
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPEC_PATTERN = (
+# The split pattern docs/FORMAT.md (section 2) states; the test below checks the
+# vocabulary and the doc against it.
+FORMAT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
     r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
@@ -72,7 +74,9 @@ def split():
     with open(os.path.join(REPO, "vocab", "tokenizer.json"), encoding="utf-8") as f:
         pre = json.load(f)["pre_tokenizer"]
     pattern = pre["pretokenizers"][0]["pattern"]["Regex"]
-    assert pattern == SPEC_PATTERN
+    assert pattern == FORMAT_PATTERN
+    with open(os.path.join(REPO, "docs", "FORMAT.md"), encoding="utf-8") as f:
+        assert f"`{FORMAT_PATTERN}`" in f.read()
     return pre_tokenizers.Split(Regex(pattern), behavior="isolated")
 
 

@@ -122,7 +122,7 @@ print(f"injected allocation failures survived: {failed}")
 EOF
     echo "== valgrind memcheck: fault-injection driver"
     local start=$SECONDS
-    (cd "$tree" && PYTHONMALLOC=malloc PYTHONPATH="$tree/src" valgrind --tool=memcheck --leak-check=full \
+    (cd "$tree" && PYTHONMALLOC=malloc PYTHONPATH="$tree/src" QWEN4EXP_FAULT_INJECTION=1 valgrind --tool=memcheck --leak-check=full \
         --show-leak-kinds=definite,indirect --num-callers=40 --error-limit=no \
         "$PY" "$WORK/leak_driver.py" "$tree" >"$WORK/valgrind.log" 2>&1)
     tail -3 "$WORK/valgrind.log"

@@ -1,6 +1,13 @@
-"""qwen4exp: provenance-preserving Qwen4Exp chat rendering and Qwen byte-level BPE."""
+"""qwen4exp: provenance-preserving Qwen4Exp chat rendering and Qwen byte-level BPE.
+
+The public surface is `__all__` (and `__version__`); `dir(qwen4exp)` lists
+only those. The rules it keeps are in docs/FORMAT.md, the data path in
+docs/ARCHITECTURE.md.
+"""
 
 from .chat import render_chat, render_chat_into
+from .completion import CompletionParser, Delta
+from .decode_stream import DecodeStream
 from .errors import (
     ChatFormatError,
     Qwen4ExpError,
@@ -10,6 +17,9 @@ from .errors import (
 )
 from .segments import Kind, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
+from ._version import package_version as _package_version
+
+__version__ = _package_version()
 
 __all__ = [
     "render_chat",
@@ -26,4 +36,12 @@ __all__ = [
     "Segment",
     "RenderedChat",
     "SegmentBuilder",
+    "CompletionParser",
+    "Delta",
+    "DecodeStream",
 ]
+
+
+def __dir__() -> list[str]:
+    # Submodules (chat, _encoder, ...) are importable but not the API.
+    return sorted([*__all__, "__version__"])

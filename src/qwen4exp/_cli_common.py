@@ -7,6 +7,8 @@ imports neither pyarrow nor tqdm.
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 
 EXIT_OK = 0
@@ -37,6 +39,57 @@ class InputError(CliError):
 
 class RecordError(Exception):
     """A batch record of the wrong shape or type (reported as `RecordError`)."""
+
+
+def need_module(module: str):
+    """Import an optional dependency of the CLI, or explain how to get it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(
+            f"this command needs {module.split('.')[0]}, which is not installed: "
+            'pip install "qwen4exp[cli]"'
+        ) from None
+
+
+class JsonError(RecordError):
+    """Input that is not strict JSON (reported as `JSONDecodeError`)."""
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:24]} is out of range")
+    return value
+
+
+def _unique_keys(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup[:40]!r} in an object")
+    return obj
+
+
+def loads_json(text):
+    """Strict JSON, the one decoder of every command that reads JSON: no NaN or
+    Infinity, no out-of-range numbers, no duplicate keys (parsers disagree on
+    which one wins), and a one-line JsonError for anything else that fails
+    (bad syntax, integers past Python's digit limit, nesting too deep)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise JsonError("nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, the int digit limit, the hooks above
+        raise JsonError(str(exc).split("; use sys.set_int_max_str_digits")[0]) from None
 
 
 _REQUEST_KEYS = ("messages", "tools", "add_generation_prompt", "enable_thinking")

@@ -17,8 +17,8 @@ import numpy as np
 
 FORMAT_VERSION = 2
 
-# The Qwen patterns. The native pre-tokenizer implements exactly these two
-# (one scanner, see pyx/_pretokenize.pyx); any other pattern is refused.
+# The Qwen patterns (docs/FORMAT.md, section 2). The native pre-tokenizer implements
+# exactly these two (one scanner, see pyx/_pretokenize.pyx); any other pattern is refused.
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -123,39 +123,89 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
     return PATTERNS[pattern], bool(model.get("ignore_merges"))
 
 
+ID_LIMIT = 1 << 20  # ids (BPE and added) the native core accepts
+
+
 def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[str, np.ndarray]:
-    """Parse tokenizer.json bytes into the arrays the native core needs."""
+    """Parse tokenizer.json bytes into the arrays the native core needs.
+
+    Any malformed field (a wrong type, a missing key, an id out of range) is a
+    VocabFormatError naming the file, never a KeyError or TypeError."""
     try:
         tok = json.loads(raw)
-    except ValueError as exc:
-        raise VocabFormatError(f"{where}: not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise VocabFormatError(f"{where}: not valid JSON ({str(exc)[:200]})") from None
     if not isinstance(tok, dict):
         raise VocabFormatError(f"{where}: top level must be a JSON object")
+    try:
+        return _compile(tok, raw, where)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        if isinstance(exc, VocabFormatError):
+            raise
+        raise VocabFormatError(
+            f"{where}: malformed tokenizer.json ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+
+
+def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
+    """(content, id, special) of the added tokens, sorted by id. Each must have its own id
+    above the BPE range: an added id inside it would let DATA text produce an
+    "atom" id, breaking provenance (docs/RELIABILITY.md)."""
+    added = tok.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise VocabFormatError(f"{where}: added_tokens must be a list")
+    atoms, ids, spellings = [], set(), set()
+    for i, t in enumerate(added):
+        content = t.get("content") if isinstance(t, dict) else None
+        idx = t.get("id") if isinstance(t, dict) else None
+        if not isinstance(content, str) or not content:
+            raise VocabFormatError(f"{where}: added_tokens[{i}].content must be a non-empty string")
+        if isinstance(idx, bool) or not isinstance(idx, int) or not n <= idx < ID_LIMIT:
+            raise VocabFormatError(
+                f"{where}: added_tokens[{i}] ({content[:40]!r}) has id {idx!r}; added tokens need "
+                f"ids from {n} (past the {n} BPE tokens) to {ID_LIMIT - 1}"
+            )
+        if idx in ids or content in spellings:
+            raise VocabFormatError(f"{where}: added_tokens[{i}] repeats an id or a spelling ({content[:40]!r})")
+        content.encode("utf-8")  # a lone surrogate is malformed (ValueError above)
+        ids.add(idx)
+        spellings.add(content)
+        atoms.append((content, idx, bool(t.get("special"))))
+    return sorted(atoms, key=lambda x: x[1])
+
+
+def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
     marks, ignore_merges = _check_pipeline(tok, where)
     alphabet = byte_level_alphabet()
     vocab = tok["model"]["vocab"]
+    if not isinstance(vocab, dict) or not 256 <= len(vocab) < ID_LIMIT:
+        raise VocabFormatError(f"{where}: model.vocab must be an object of 256 to {ID_LIMIT - 1} tokens")
     n = len(vocab)
     token_bytes: list[bytes | None] = [None] * n
     for piece, idx in vocab.items():
-        if not (isinstance(idx, int) and 0 <= idx < n) or token_bytes[idx] is not None:
+        if isinstance(idx, bool) or not (isinstance(idx, int) and 0 <= idx < n) or token_bytes[idx] is not None:
             raise VocabFormatError(f"{where}: vocabulary ids must be dense 0..{n - 1} (bad id {idx!r})")
         try:
             token_bytes[idx] = bytes(alphabet[c] for c in piece)
         except KeyError:
             raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
     merges_raw = tok["model"].get("merges") or []
+    if not isinstance(merges_raw, list) or len(merges_raw) >= ID_LIMIT:
+        raise VocabFormatError(f"{where}: model.merges must be a list of fewer than {ID_LIMIT} merges")
     merges = np.empty((len(merges_raw), 3), dtype=np.int32)
     str_ids = vocab
     for rank, m in enumerate(merges_raw):
-        left, right = m.split(" ", 1) if isinstance(m, str) else m
+        pair = m.split(" ", 1) if isinstance(m, str) else m
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise VocabFormatError(f"{where}: merge {rank} is not two tokens ({str(m)[:60]!r})")
+        left, right = pair
         try:
             a, b = str_ids[left], str_ids[right]
             new = str_ids[left + right]
         except KeyError:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
-    atoms = [(t["content"], t["id"]) for t in tok.get("added_tokens") or []]
-    return _arrays(raw, token_bytes, merges, atoms, marks, ignore_merges, where)
+    return _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where)
 
 
 def tiktoken_merges(ranks: dict[bytes, int]) -> np.ndarray:
@@ -199,12 +249,13 @@ def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
         if not 0 <= rank < n or token_bytes[rank] is not None:
             raise VocabFormatError(f"{where}: ranks must be dense 0..{n - 1} (bad rank {rank})")
         token_bytes[rank] = tok
-    atoms = [(sp, n + i) for i, sp in enumerate(specials)]
+    atoms = [(sp, n + i, True) for i, sp in enumerate(specials)]  # TikTokenConverter: special=True
     return _arrays(raw, token_bytes, tiktoken_merges(ranks), atoms, marks, True, where)
 
 
-def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int]],
+def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool]],
             marks: bool, ignore_merges: bool, where: str) -> dict[str, np.ndarray]:
+    """The compiled arrays; atoms are (spelling, id, special) triples."""
     n = len(token_bytes)
     by_bytes = {b: i for i, b in enumerate(token_bytes)}
     if len(by_bytes) != n:
@@ -213,7 +264,7 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
         if bytes([b]) not in by_bytes:
             raise VocabFormatError(f"{where}: byte 0x{b:02x} has no token")
     atoms = sorted(atoms, key=lambda x: x[1])
-    atom_blob = [a.encode("utf-8") for a, _ in atoms]
+    atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(b) for b in token_bytes], out=offsets[1:])
     atom_offsets = np.zeros(len(atoms) + 1, dtype=np.int64)
@@ -224,12 +275,42 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
         "token_bytes": np.frombuffer(b"".join(token_bytes), dtype=np.uint8),
         "token_offsets": offsets,
         "merges": merges,
-        "atom_ids": np.array([i for _, i in atoms], dtype=np.int32),
+        "atom_ids": np.array([i for _, i, _ in atoms], dtype=np.int32),
+        # skip_special in decode drops exactly these, as HF's skip_special_tokens does
+        "atom_special": np.array([s for _, _, s in atoms], dtype=np.uint8),
         "atom_bytes": np.frombuffer(b"".join(atom_blob), dtype=np.uint8),
         "atom_offsets": atom_offsets,
         "marks": np.array([marks], dtype=np.bool_),
         "ignore_merges": np.array([ignore_merges], dtype=np.bool_),
     }
+
+
+def check_compiled(arrays) -> None:
+    """Refuse compiled arrays (a cache entry) that are not self-consistent, so a
+    tampered or damaged file cannot make the native core read out of bounds."""
+    need = {"format_version": "i", "source_sha256": "u", "token_bytes": "u", "token_offsets": "i",
+            "merges": "i", "atom_ids": "i", "atom_bytes": "u", "atom_offsets": "i",
+            "marks": "b", "ignore_merges": "b"}
+    for name, kind in need.items():
+        if name not in arrays or arrays[name].dtype.kind != kind:
+            raise ValueError(f"compiled vocabulary: {name} is missing or has the wrong type")
+    tb, to, mg = arrays["token_bytes"], arrays["token_offsets"], arrays["merges"]
+    ai, ab, ao = arrays["atom_ids"], arrays["atom_bytes"], arrays["atom_offsets"]
+    n = len(to) - 1
+    ok = (
+        tb.ndim == to.ndim == ai.ndim == ab.ndim == ao.ndim == 1
+        and 256 <= n < ID_LIMIT
+        and to[0] == 0 and to[-1] == len(tb) and bool(np.all(np.diff(to) >= 1))
+        and mg.ndim == 2 and mg.shape[1] == 3 and len(mg) < ID_LIMIT
+        and (mg.size == 0 or (int(mg.min()) >= 0 and int(mg.max()) < n))
+        and len(ao) == len(ai) + 1 and ao[0] == 0 and ao[-1] == len(ab)
+        and bool(np.all(np.diff(ao) >= 1))
+        and (ai.size == 0 or (int(ai.min()) >= n and int(ai.max()) < ID_LIMIT))
+        and len(np.unique(ai)) == len(ai)
+        and arrays["marks"].shape == arrays["ignore_merges"].shape == (1,)
+    )
+    if not ok:
+        raise ValueError("compiled vocabulary: arrays are not consistent")
 
 
 def compile_bundled(name: str, vocab_dir: str) -> dict[str, np.ndarray]:

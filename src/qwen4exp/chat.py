@@ -1,4 +1,4 @@
-"""The provenance-preserving Qwen4Exp chat renderer (SPEC.md, "The Qwen4Exp chat format").
+"""The provenance-preserving Qwen4Exp chat renderer (docs/FORMAT.md, section 3).
 
 `render_chat` writes the Qwen3 chat template's bytes for an OpenAI-style
 request, but as a segmented stream: every caller byte is DATA and only the

@@ -1,4 +1,4 @@
-"""Validation of a chat request for the Qwen4Exp chat format (SPEC.md).
+"""Validation of a chat request for the Qwen4Exp chat format (docs/FORMAT.md, section 3).
 
 `validate_request` checks a whole request before a single byte is rendered and
 returns it normalised: every caller string checked for lone surrogates, content
@@ -31,7 +31,7 @@ __all__ = [
 SYSTEM, USER, ASSISTANT, TOOL = 0, 1, 2, 3
 _ROLES = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 
-# Structured parts the text-only artifact refuses (SPEC: "Content").
+# Structured parts the text-only artifact refuses (docs/FORMAT.md, "Content").
 _MEDIA_PARTS = frozenset({"image", "image_url", "video", "video_url", "audio", "input_audio"})
 _MISSING = object()
 # `type(x) is dict or isinstance(x, Mapping)`: the exact check first, since the
@@ -73,8 +73,15 @@ def tojson(value: Any) -> str:
 # It is only formatted on the error path: the hot path passes its parts.
 
 
+def _exact(value: str) -> str:
+    """An exact str: a subclass (numpy.str_, one overriding isascii/strip/encode)
+    is copied once, so no overridden method ever runs on caller text."""
+    return value if type(value) is str else str.__str__(value)
+
+
 def _text(value: str, where: str) -> str:
     # Lone surrogates make the stream unencodable: name where they are.
+    value = _exact(value)
     if not value.isascii():
         utf8(value, where)
     return value
@@ -94,6 +101,7 @@ def _reject_constant(name: str) -> Any:
 
 def _content(value: Any, i: int, optional: bool) -> str:
     if isinstance(value, str):
+        value = _exact(value)
         if not value.isascii():
             utf8(value, f"messages[{i}].content")
         return value
@@ -201,6 +209,17 @@ def _tools(tools: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A bool option; numpy's bool_ counts (it is what a numpy mask yields)."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"):
+        return bool(value)
+    kind = type(value)
+    raise ChatFormatError(f"{name}: must be a bool, not {kind.__module__}.{kind.__qualname__}"
+                          if kind.__module__ != "builtins" else f"{name}: must be a bool, not {kind.__name__}")
+
+
 def validate_request(
     messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any
 ) -> Request:
@@ -209,14 +228,8 @@ def validate_request(
     Raises ChatFormatError (role, order, content, tool calls, tools, options)
     or TextEncodingError (a lone surrogate), naming the message index and field.
     """
-    if not isinstance(add_generation_prompt, bool):
-        raise ChatFormatError(
-            f"add_generation_prompt: must be a bool, not {type(add_generation_prompt).__name__}"
-        )
-    if not isinstance(enable_thinking, bool):
-        raise ChatFormatError(
-            f"enable_thinking: must be a bool, not {type(enable_thinking).__name__}"
-        )
+    add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
+    enable_thinking = _flag(enable_thinking, "enable_thinking")
     if not isinstance(messages, list):
         raise ChatFormatError(f"messages: must be a list of messages, not {type(messages).__name__}")
     if not messages:
@@ -251,6 +264,7 @@ def validate_request(
                         f"messages[{i}].reasoning_content: must be a string or None, "
                         f"not {type(reasoning).__name__}"
                     )
+                reasoning = _exact(reasoning)
                 if not reasoning.isascii():
                     utf8(reasoning, f"messages[{i}].reasoning_content")
             calls = msg.get("tool_calls")

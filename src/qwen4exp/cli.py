@@ -4,6 +4,7 @@
     qwen4exp render FILE|-            a chat request's bytes with their segments
     qwen4exp encode [FILE|-]          token ids of text (or, with --chat, of a chat request)
     qwen4exp decode [ID ...]          text of token ids
+    qwen4exp parse [ID ...]           the assistant message that generated ids spell (JSON)
     qwen4exp count [FILE|-]           number of tokens of text or a chat request
     qwen4exp batch IN OUT             tokenize a JSONL/Parquet file of records into Parquet/JSONL
 
@@ -15,6 +16,8 @@ Exit codes (the same for every command):
     3    input error: unreadable or malformed input file, a rejected request or record
          (batch --on-error stop: nothing is written)
     130  interrupted (Ctrl-C; batch leaves no output and no temporary file)
+    128+N  batch stopped by signal N (129 SIGHUP, 131 SIGQUIT, 143 SIGTERM, ...):
+         no output, no temporary file
 
 pyarrow and tqdm (the `cli` extra) are only imported by `batch`, and only when
 it needs them; `import qwen4exp` never imports this module.
@@ -39,9 +42,11 @@ from ._cli_common import (
     EXIT_USAGE,
     CliError,
     InputError,
+    JsonError,
     RecordError,
     UsageError,
     _tokenizer,
+    loads_json,
     request_from_json,
 )
 from .batch import cmd_batch  # the `batch` pipeline lives in its own module
@@ -55,6 +60,7 @@ exit codes:
   3    input error (unreadable/malformed input, a rejected request or record;
        batch --on-error stop writes nothing)
   130  interrupted (Ctrl-C): batch leaves no output and no temporary file
+  128+N  batch stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise
 """
 
 CHAT_INPUT_HELP = (
@@ -101,8 +107,8 @@ def _load_request(path: str, args=None):
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte order mark
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
+        obj = loads_json(text)
+    except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
     try:
         messages, options = request_from_json(obj, where, warn_unknown=True)
@@ -152,7 +158,9 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    return "TRUSTED_CONTROL" if int(kind) == 1 else "DATA"
+    from .segments import Kind
+
+    return Kind(kind).name
 
 
 def _short(text: str, width: int) -> str:
@@ -356,8 +364,8 @@ def _parse_ids(text: str, where: str) -> list[int]:
     s = text.strip()
     if s.startswith("["):
         try:
-            ids = json.loads(s)
-        except json.JSONDecodeError as exc:
+            ids = loads_json(s)
+        except JsonError as exc:
             raise InputError(f"{where}: invalid JSON list of ids: {exc}") from None
         if not isinstance(ids, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in ids
@@ -373,15 +381,19 @@ def _parse_ids(text: str, where: str) -> list[int]:
     return out
 
 
+def _read_ids(args) -> list[int]:
+    """Ids from the arguments, or from --file / stdin (decode and parse)."""
+    if args.ids:
+        return _parse_ids(" ".join(args.ids), "arguments")
+    path = "-" if args.file is None else args.file
+    where = "stdin" if path == "-" else path
+    return _parse_ids(_decode_utf8(_read_bytes(path), where), where)
+
+
 def cmd_decode(args) -> int:
     from .errors import Qwen4ExpError
 
-    if args.ids:
-        ids = _parse_ids(" ".join(args.ids), "arguments")
-    else:
-        path = "-" if args.file is None else args.file
-        where = "stdin" if path == "-" else path
-        ids = _parse_ids(_decode_utf8(_read_bytes(path), where), where)
+    ids = _read_ids(args)
     tok = _tokenizer(args)
     try:
         data = tok.decode_bytes(ids)
@@ -393,6 +405,19 @@ def cmd_decode(args) -> int:
         sys.stdout.buffer.write(data + end)
     else:
         _write(data.decode("utf-8", errors="replace") + end.decode())
+    return EXIT_OK
+
+
+def cmd_parse(args) -> int:
+    from .errors import Qwen4ExpError
+
+    ids = _read_ids(args)
+    tok = _tokenizer(args)
+    try:
+        message = tok.parse_completion(ids, in_reasoning=args.in_reasoning)
+    except Qwen4ExpError as exc:
+        raise InputError(str(exc)) from None
+    _write(json.dumps(message, ensure_ascii=False, indent=args.indent) + "\n")
     return EXIT_OK
 
 
@@ -440,6 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--tokenizer", metavar="PATH",
             help="a Qwen-family tokenizer.json (or a directory holding one); default: the bundled Qwen3 vocabulary",
         )
+
+    def ids_opts(sp):
+        sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
+        sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
 
     def chat_opts(sp):
         sp.add_argument("--add-generation-prompt", action="store_true",
@@ -501,10 +530,25 @@ def build_parser() -> argparse.ArgumentParser:
         "Bytes that do not form UTF-8 print as U+FFFD unless --bytes.",
         cmd_decode,
     )
-    sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
-    sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
+    ids_opts(sp)
     sp.add_argument("--bytes", action="store_true", help="write the raw bytes")
     sp.add_argument("--no-newline", "-n", action="store_true", help="no newline after the text")
+    tokenizer_opt(sp)
+
+    sp = add(
+        "parse",
+        "print the assistant message that generated ids spell, as JSON",
+        "Parse the ids a model generated after <|im_start|>assistant\\n into an\n"
+        "OpenAI-style assistant message: role, content, reasoning_content, tool_calls\n"
+        "(and invalid_tool_calls / errors when the output was malformed or cut off).\n"
+        "Structure comes only from atom ids: <think> spelled by ordinary BPE ids is\n"
+        "text. Ids as for `decode`.",
+        cmd_parse,
+    )
+    ids_opts(sp)
+    sp.add_argument("--in-reasoning", action="store_true",
+                    help="the prompt already opened <think>: the ids start inside reasoning")
+    sp.add_argument("--indent", type=int, default=None, metavar="N", help="indent the JSON by N spaces")
     tokenizer_opt(sp)
 
     sp = add(
@@ -532,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
         "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
         "by extension or --format. OUT is written to a temporary file beside it and\n"
-        "renamed at the end: on --on-error stop, Ctrl-C or SIGTERM no OUT appears (an\n"
+        "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
         "existing OUT is left as it was) and the temporary file is removed.\n\n"
         "Records are processed in chunks: chats are rendered in Python, then chunks\n"
         "are encoded with encode_batch / encode_chats on --threads native threads.\n"
@@ -571,12 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from . import __version__
 
-        return version("qwen4exp")
-    except Exception:  # noqa: BLE001 - not installed (PYTHONPATH=src)
-        return "0.1.0 (source tree)"
+    return __version__
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
-"""The error types of qwen4exp (SPEC.md, "Errors")."""
+"""The error types of qwen4exp (docs/FORMAT.md, section 5 "Errors")."""
 
 __all__ = [
     "Qwen4ExpError",

@@ -37,7 +37,7 @@ _ALTERNATING = {False: (Kind.DATA, Kind.TRUSTED_CONTROL), True: (Kind.TRUSTED_CO
 def utf8(text: str, where: str) -> bytes:
     """Encode `text` strictly, naming `where` when it holds a lone surrogate."""
     try:
-        return text.encode("utf-8")
+        return str.encode(text, "utf-8")  # never a subclass's override
     except UnicodeEncodeError as exc:
         raise TextEncodingError(
             f"{where}: not valid Unicode (lone surrogate U+{ord(exc.object[exc.start]):04X} "
@@ -105,7 +105,7 @@ class RenderedChat:
     __hash__ = None  # mutable through render_chat_into
 
     def __repr__(self) -> str:
-        return f"RenderedChat({len(self._data)} bytes, {len(self._segments)} segments)"
+        return f"RenderedChat({len(self._data)} bytes, {len(self._bounds) - 1} segments)"
 
 
 class SegmentBuilder:

@@ -8,7 +8,9 @@ TRUSTED_CONTROL only resolves exact atoms.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
+import threading
 import types
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +19,10 @@ import numpy as np
 
 from . import _vocab_compile
 from ._encoder import NativeTokenizer
+from ._faults import Fault
+from ._geometry import GeoCode
+from .completion import CompletionParser
+from .decode_stream import DecodeStream, IdTables
 from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
 from .segments import Kind, RenderedChat, Segment
 
@@ -27,17 +33,19 @@ _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
+# One message per native geometry code (pyx/_geometry.pxd, GeoCode).
 _GEOMETRY_MESSAGES = {
-    1: "bytes are not valid UTF-8 at byte {offset}",
-    2: "data is {n} bytes but no segments cover it",
-    3: "segment {segment} is empty (starts at byte {offset})",
-    4: "gap before segment {segment}: bytes from {offset} are not covered",
-    5: "segment {segment} overlaps the previous one (starts at byte {offset})",
-    6: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
-    7: "segments end at byte {offset} but the data is {n} bytes",
-    8: "segment {segment} has an unknown kind",
-    9: "segment {segment} has the same kind as the previous one (merge them); starts at byte {offset}",
-    10: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
+    GeoCode.GEO_BAD_UTF8: "bytes are not valid UTF-8 at byte {offset}",
+    GeoCode.GEO_NO_SEGMENTS: "data is {n} bytes but no segments cover it",
+    GeoCode.GEO_EMPTY: "segment {segment} is empty (starts at byte {offset})",
+    GeoCode.GEO_GAP: "gap before segment {segment}: bytes from {offset} are not covered",
+    GeoCode.GEO_OVERLAP: "segment {segment} overlaps the previous one (starts at byte {offset})",
+    GeoCode.GEO_PAST_END: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
+    GeoCode.GEO_SHORT: "segments end at byte {offset} but the data is {n} bytes",
+    GeoCode.GEO_BAD_KIND: "segment {segment} has an unknown kind",
+    GeoCode.GEO_UNMERGED: "segment {segment} has the same kind as the previous one (merge them); "
+    "starts at byte {offset}",
+    GeoCode.GEO_SPLIT_CHAR: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
 }
 
 
@@ -53,20 +61,24 @@ def _text_error(text: str, where: str) -> TextEncodingError:
 class TokenBuffer:
     """A growable int32 token buffer that only changes when a call fully succeeds.
 
-    `.array` is a read-only view of the committed tokens.
+    `.array` is a read-only view of the committed tokens. One buffer may be
+    shared between threads: each append (and clear) is atomic, so appends from
+    several threads are all kept, each one whole, in some order.
     """
 
-    __slots__ = ("_buf", "_len")
+    __slots__ = ("_buf", "_len", "_lock")
 
     def __init__(self, capacity: int = 1024) -> None:
-        if not isinstance(capacity, int) or capacity < 0:
-            raise ValueError("capacity must be a non-negative int")
-        self._buf = np.empty(max(capacity, 16), dtype=np.int32)
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise ValueError(f"capacity must be a non-negative int, not {capacity!r}")
+        self._buf = np.empty(max(int(capacity), 16), dtype=np.int32)
         self._len = 0
+        self._lock = threading.Lock()
 
     @property
     def array(self) -> np.ndarray:
-        view = self._buf[: self._len]
+        with self._lock:
+            view = self._buf[: self._len]
         view.flags.writeable = False
         return view
 
@@ -74,23 +86,28 @@ class TokenBuffer:
         return self._len
 
     def clear(self) -> None:
-        self._len = 0
+        with self._lock:
+            self._len = 0
 
     def tolist(self) -> list[int]:
-        return self._buf[: self._len].tolist()
+        with self._lock:
+            return self._buf[: self._len].tolist()
 
     def _append(self, ids: np.ndarray) -> None:
         """Commit ids at the end. Anything that can fail happens before the commit."""
-        need = self._len + len(ids)
-        buf = self._buf
-        if need > len(buf):
-            buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
-            buf[: self._len] = self._buf[: self._len]
-        buf[self._len : need] = ids
-        self._buf, self._len = buf, need
+        with self._lock:
+            need = self._len + len(ids)
+            buf = self._buf
+            if need > len(buf):
+                buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
+                buf[: self._len] = self._buf[: self._len]
+            buf[self._len : need] = ids
+            self._buf, self._len = buf, need
 
     def __repr__(self) -> str:
-        return f"TokenBuffer({self._len} tokens)"
+        head = self._buf[: min(self._len, 8)].tolist()
+        more = ", ..." if self._len > 8 else ""
+        return f"TokenBuffer({self._len} tokens: [{', '.join(map(str, head))}{more}])"
 
 
 def vocabularies() -> tuple[str, ...]:
@@ -142,8 +159,8 @@ class Tokenizer:
             try:
                 self._load_compiled(cached, cache_size, expect_sha=digest)
                 return self
-            except (OSError, ValueError, KeyError):
-                pass  # a damaged cache entry: recompile below
+            except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
+                pass
         try:
             arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
         except _vocab_compile.VocabFormatError as exc:
@@ -171,13 +188,17 @@ class Tokenizer:
             raise ValueError(f"{path}: compiled vocabulary has an unknown format version")
         if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
             raise ValueError(f"{path}: checksum does not match its tokenizer.json")
+        _vocab_compile.check_compiled(arrays)
         self._init_arrays(arrays, cache_size)
 
     def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or not 0 <= cache_size <= _CACHE_MAX:
+        if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)) or not (
+            0 <= cache_size <= _CACHE_MAX
+        ):
             raise ValueError(
                 f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
             )
+        cache_size = operator.index(cache_size)
         slots = 1 << max(cache_size - 1, 0).bit_length() if cache_size else 0
         self._native = NativeTokenizer(
             arrays["token_bytes"],
@@ -199,6 +220,19 @@ class Tokenizer:
             }
         )
         self._n_vocab = int(len(arrays["token_offsets"]) - 1)
+        special = arrays["atom_special"].astype(bool).tolist()
+        self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
+        self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
+        self._id_tables_cache = None
+
+    def _id_tables(self) -> IdTables:
+        """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
+        tables = self._id_tables_cache
+        if tables is None:
+            blob, offsets = self._id_source
+            tables = IdTables(blob.tobytes(), offsets, dict(self._atoms), self._special_ids)
+            self._id_tables_cache = tables
+        return tables
 
     # -- plain text --------------------------------------------------------
 
@@ -212,10 +246,16 @@ class Tokenizer:
         """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
         return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
 
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
+
     def encode(self, text: str) -> list[int]:
-        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
+        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded.
+
+        A list, like the plain-text APIs of HF tokenizers and tiktoken; the
+        stream and chat forms return int32 arrays (docs/FORMAT.md, section 7).
+        """
+        text = _exact_str(text, "encode()")
         try:
             return self._native.encode(text)
         except UnicodeEncodeError:
@@ -223,19 +263,19 @@ class Tokenizer:
 
     def count(self, text: str) -> int:
         """len(encode(text)), without building the list."""
-        if not isinstance(text, str):
-            raise TypeError(f"count() takes a str, not {type(text).__name__}")
+        text = _exact_str(text, "count()")
         try:
             return self._native.count(text)
         except UnicodeEncodeError:
             raise _text_error(text, "count()") from None
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """encode() of each text, in order, on `num_threads` native threads (default: all CPUs)."""
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"encode_batch(): texts[{i}] is {type(t).__name__}, not str")
+        """encode() of each text, in order, on `num_threads` native threads (default: all
+        CPUs; a larger request than 1024 is clamped to 1024)."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch() takes a sequence of str, not a single "
+                            f"{type(texts).__name__} (use encode() for one text)")
+        texts = [_exact_str(t, f"encode_batch(): texts[{i}]") for i, t in enumerate(texts)]
         threads = _thread_count(num_threads)
         try:
             return self._native.encode_batch(texts, threads)
@@ -247,9 +287,12 @@ class Tokenizer:
                     raise _text_error(t, f"encode_batch(): texts[{i}]") from None
             raise
 
-    def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes the ids spell (atoms spell themselves)."""
+    def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
+        """The bytes the ids spell (atoms spell themselves; with `skip_special`,
+        the special ones, such as `<|im_end|>`, spell nothing, as in HF)."""
         arr = _ids_array(ids)
+        if skip_special and self._special_ids and arr.size:
+            arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]
         data, bad = self._native.decode_bytes(arr)
         if data is None:
             raise Qwen4ExpError(
@@ -258,9 +301,28 @@ class Tokenizer:
             )
         return data
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
         """Text of the ids; bytes that do not form UTF-8 become U+FFFD, as in HF."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors="replace")
+
+    # -- the output side (README, "Completions") ---------------------------
+
+    def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
+        """A streaming decoder: `step(id)` returns the text completed by that id."""
+        tables = self._id_tables()
+        return DecodeStream(tables.skip if skip_special else tables.text, _internal=True)
+
+    def completion_parser(self, *, in_reasoning: bool = False) -> CompletionParser:
+        """A streaming parser of the ids a model generates after `<|im_start|>assistant\\n`."""
+        return CompletionParser(self, in_reasoning=in_reasoning)
+
+    def parse_completion(self, ids: Iterable[int], *, in_reasoning: bool = False) -> dict:
+        """The assistant message (OpenAI style) that generated ids spell; structure
+        comes only from atom ids."""
+        parser = CompletionParser(self, in_reasoning=in_reasoning)
+        parser._where = "parse_completion()"
+        parser.feed(ids)
+        return parser.finish()
 
     def flush_cache(self) -> None:
         """Empty the word caches (they are bounded; this only frees their contents)."""
@@ -269,11 +331,13 @@ class Tokenizer:
     # -- segments ------------------------------------------------------------
 
     def encode_segments(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
-        """Ids of a caller-built segmented stream (numpy int32)."""
+        """Ids of a caller-built segmented stream: a numpy int32 array, like every
+        stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
     def encode_chat(self, chat: RenderedChat) -> np.ndarray:
-        """Ids of a rendered chat (numpy int32): each segment tokenized on its own."""
+        """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
+        array, what model inputs and the batch output take (docs/FORMAT.md, section 7)."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
         return self._encode_arrays(chat.data, *chat._segment_arrays())
@@ -300,10 +364,8 @@ class Tokenizer:
         for i, r in enumerate(results):
             if isinstance(r, tuple):
                 data, starts, ends, _ = items[i]
-                try:
-                    _raise_fault(r, data, starts, ends)
-                except (SegmentError, UnknownControlError) as exc:
-                    raise type(exc)(f"chats[{i}]: {exc}") from None
+                exc = fault_error(r, data, starts, ends)
+                raise type(exc)(f"chats[{i}]: {exc}")
         return results
 
     def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
@@ -315,20 +377,33 @@ class Tokenizer:
         ids, fault = self._native.encode_segments(data, starts, ends, kinds)
         if fault is None:
             return ids
-        _raise_fault(fault, data, starts, ends)
+        raise fault_error(fault, data, starts, ends)
 
 
-def _raise_fault(fault, data: bytes, starts: np.ndarray, ends: np.ndarray):
-    """Turn a native fault tuple (code, segment, offset) into the SPEC's exception."""
-    code, segment, offset = fault
-    if code == -1:
+def fault_error(fault, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Qwen4ExpError:
+    """The exception for a native fault tuple (Fault, GeoCode, segment, offset):
+    the one place native result codes become Python errors."""
+    code, geo, segment, offset = fault
+    if code == Fault.RC_UNKNOWN_CONTROL:
         seg = data[starts[segment] : ends[segment]]
-        raise UnknownControlError(
+        return UnknownControlError(
             f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
             f"a concatenation of known atoms: no atom matches at byte {offset} "
             f"({seg[offset - starts[segment]:][:24]!r})"
         )
-    raise SegmentError(_GEOMETRY_MESSAGES[code].format(segment=segment, offset=offset, n=len(data)))
+    if code == Fault.RC_GEOMETRY:
+        return SegmentError(_GEOMETRY_MESSAGES[geo].format(segment=segment, offset=offset, n=len(data)))
+    raise AssertionError(f"unexpected native fault {fault!r}")
+
+
+def _exact_str(text, where: str) -> str:
+    """text as an exact str: a subclass (numpy.str_, or one overriding methods)
+    is copied, so the native core and the error paths see plain text."""
+    if type(text) is str:
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"{where} takes a str, not {type(text).__name__}")
+    return str.__str__(text)
 
 
 def _thread_count(num_threads: int | None) -> int:
@@ -337,9 +412,9 @@ def _thread_count(num_threads: int | None) -> int:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:
             return os.cpu_count() or 1
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
-    return min(num_threads, _THREADS_MAX)
+    return min(operator.index(num_threads), _THREADS_MAX)
 
 
 def _ids_array(ids: Iterable[int]) -> np.ndarray:
@@ -377,8 +452,8 @@ def _segment_arrays(segments: Iterable[Segment]):
         for name, v in (("start", start), ("end", end)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
-            if not -_INT64_MAX <= v <= _INT64_MAX:
-                raise SegmentError(f"segment {i}: {name} {v} is out of range")
+            if not 0 <= v <= _INT64_MAX:
+                raise SegmentError(f"segment {i}: {name} {v} is out of range (negative or past 2**63)")
         if not isinstance(kind, Kind):
             raise SegmentError(
                 f"segment {i} has an unknown kind {kind!r} "

@@ -1,0 +1,116 @@
+"""The output side, ids per second: completion parsing and streaming decode.
+
+    python -m pytest bench/bench_completion.py --benchmark-only -s
+
+Input: 100 assistant turns (reasoning, content and a tool call, text from the
+multilingual and code corpora) rendered with render_chat + encode_chat; the
+ids after each generation prompt are the completions (~110,000 ids).
+
+* parse_completion(ids), one call per completion;
+* completion_parser: feed() one id at a time, as a generate loop does;
+* decode_stream: step() one id at a time, against HF `tokenizers`'
+  DecodeStream (0.22.1) on the same ids in the same run (the texts are
+  checked equal first).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import corpora
+import qwen4exp
+
+N_TURNS = 100
+_results: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def completions():
+    tok = qwen4exp.Tokenizer()
+    texts = [d[:1500] for d in corpora.multilingual_documents()[:N_TURNS]]
+    code = [d[:1500] for d in corpora.code_documents()[:N_TURNS]]
+    out = []
+    for k in range(N_TURNS):
+        history = [{"role": "user", "content": f"question {k}"}]
+        turn = {"role": "assistant", "reasoning_content": texts[k], "content": code[k],
+                "tool_calls": [{"name": "lookup", "arguments": {"q": texts[(k + 1) % N_TURNS][:200]}}]}
+        full = tok.encode_chat(qwen4exp.render_chat(history + [turn])).tolist()
+        prompt = len(tok.encode_chat(qwen4exp.render_chat(history, add_generation_prompt=True)))
+        ids = full[prompt:-1]
+        assert tok.parse_completion(ids)["content"] == code[k].lstrip("\n")
+        out.append(ids)
+    return tok, out
+
+
+def _report(benchmark, name, n_ids, capsys):
+    _results[name] = n_ids / benchmark.stats.stats.min
+    with capsys.disabled():
+        print(f"\n{name}: {_results[name] / 1e6:.2f} M ids/s ({n_ids:,} ids, best round)")
+        ours, hf = _results.get("qwen4exp decode_stream.step"), _results.get("HF DecodeStream.step")
+        if ours and hf:
+            print(f"decode_stream / HF DecodeStream: {ours / hf:.1f}x")
+
+
+def test_bench_parse_completion(benchmark, completions, capsys):
+    tok, comps = completions
+    benchmark.group = "completion parser"
+    benchmark.pedantic(lambda: [tok.parse_completion(c) for c in comps], rounds=5, warmup_rounds=1)
+    _report(benchmark, "qwen4exp parse_completion (one call per completion)", sum(map(len, comps)), capsys)
+
+
+def test_bench_completion_parser_stream(benchmark, completions, capsys):
+    tok, comps = completions
+    benchmark.group = "completion parser"
+
+    def run():
+        for c in comps:
+            p = tok.completion_parser()
+            feed = p.feed
+            for i in c:
+                feed(i)
+            p.finish()
+
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    _report(benchmark, "qwen4exp completion_parser.feed (one id per call)", sum(map(len, comps)), capsys)
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer():
+    from peers import TOKENIZER_JSON
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(TOKENIZER_JSON))
+
+
+def test_bench_decode_stream_qwen4exp(benchmark, completions, hf_tokenizer, capsys):
+    tok, comps = completions
+    benchmark.group = "decode stream"
+    from tokenizers.decoders import DecodeStream
+
+    for c in comps[:10]:  # the same text as HF's stream
+        ds, hf = tok.decode_stream(), DecodeStream(skip_special_tokens=False)
+        assert "".join(map(ds.step, c)) + ds.flush() == "".join(hf.step(hf_tokenizer, i) or "" for i in c)
+
+    def run():
+        for c in comps:
+            step = tok.decode_stream().step
+            for i in c:
+                step(i)
+
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    _report(benchmark, "qwen4exp decode_stream.step", sum(map(len, comps)), capsys)
+
+
+def test_bench_decode_stream_hf(benchmark, completions, hf_tokenizer, capsys):
+    _, comps = completions
+    benchmark.group = "decode stream"
+    from tokenizers.decoders import DecodeStream
+
+    def run():
+        for c in comps:
+            ds = DecodeStream(skip_special_tokens=False)
+            for i in c:
+                ds.step(hf_tokenizer, i)
+
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    _report(benchmark, "HF DecodeStream.step", sum(map(len, comps)), capsys)

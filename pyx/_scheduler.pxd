@@ -1,0 +1,33 @@
+# The batch scheduler: streams of work, claimed one at a time by the calling
+# thread and native helper threads. It knows nothing of tokenization: the
+# binding (_encoder) passes an encode callback (nogil) and a convert callback
+# (with the GIL, turning one finished stream into a Python object).
+from libc.stdint cimport int8_t, int64_t, uint8_t
+from qwen4exp._idvec cimport IdVec
+from qwen4exp._geometry cimport GeoError
+from qwen4exp._bpe cimport Worker
+
+cdef struct Stream:
+    # One unit of batch work: input bytes (plain DATA text when m < 0, else a
+    # segmented stream of m segments) in, ids or a fault out.
+    const uint8_t *data
+    Py_ssize_t n
+    const int64_t *starts
+    const int64_t *ends
+    const int8_t *kinds
+    Py_ssize_t m
+    IdVec ids
+    int rc
+    GeoError geo
+    Py_ssize_t bad
+    int done                # set (release) once ids/rc are final
+
+# Encode one stream into st.ids / st.rc (a Fault, pyx/_faults.pxd).
+ctypedef int (*encode_fn)(void *ctx, Worker *w, Stream *st) noexcept nogil
+# Store stream k's result in results[k]; True if it ran out of memory.
+ctypedef bint (*convert_fn)(void *ctx, Stream *st, list results, Py_ssize_t k) except -1
+
+cdef Stream *new_streams(Py_ssize_t count) except NULL
+cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept
+cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
+                      encode_fn encode, convert_fn convert, void *ctx)

@@ -1,0 +1,55 @@
+# The output side's per-id work (src/qwen4exp/decode_stream.py and
+# completion.py hold the documented classes built on these).
+
+cdef Py_ssize_t held_from(const unsigned char *p, Py_ssize_t n) noexcept nogil
+
+
+cdef class Delta:
+    cdef readonly str kind      # "reasoning", "content" or "tool_call"
+    cdef readonly str text
+    cdef readonly object index  # the tool call's place for "tool_call", else None
+
+
+cdef class Utf8Stream:
+    cdef bytes pending          # a proper prefix of a well-formed sequence, or b""
+    cdef str take(self, bytes data)
+    cdef str end(self)
+
+
+cdef class DecodeStreamCore(Utf8Stream):
+    cdef list table             # id -> bytes (None: no such id)
+    cdef Py_ssize_t count       # ids stepped so far (for error messages)
+
+
+cdef class ParserCore:
+    cdef Utf8Stream utf8
+    cdef list parse             # id -> bytes for BPE ids, the id (int) for atoms
+    cdef list spelled           # id -> bytes, atoms included
+    cdef object is_atom         # numpy bool per id
+    cdef bint has_gaps
+    cdef dict roles             # atom id -> role
+    cdef object decode_run      # native decode_bytes(int32 array) -> (bytes, bad)
+    cdef object decode_text     # Tokenizer.decode
+    cdef object tool_call       # body -> (name, arguments) | reason
+    cdef int mode
+    cdef int lead               # template newlines still to drop at the channel's start
+    cdef bint held              # a final newline held back
+    cdef list parts             # the current channel's text
+    cdef str kind
+    cdef object index
+    cdef object reasoning       # list, or None while no reasoning was opened
+    cdef list content, body, calls, invalid, errors, trailing
+    cdef Py_ssize_t ncalls, count
+    cdef object result
+    cdef public str _where   # names the caller in errors
+
+    cdef route(self, str text, list out)
+    cdef text(self, bytes data, list out)
+    cdef enter(self, int mode, int lead)
+    cdef release(self, list out)
+    cdef atom(self, Py_ssize_t i, Py_ssize_t position, list out)
+    cdef error(self, Py_ssize_t position, str message, str text)
+    cdef close_call(self, object unterminated)
+    cdef checked(self, ids)
+    cdef feed_list(self, list ids, list out)
+    cdef feed_array(self, ids, list out)

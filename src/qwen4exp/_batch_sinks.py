@@ -1,0 +1,196 @@
+"""Where `qwen4exp batch` results go: OUT (Parquet or JSONL) and the errors
+file, each written to a temporary file beside it and renamed into place only
+on success; the check that no written path aliases a path the run reads; and
+the columnar form (`flatten`) of one chunk's results.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._cli_common import CliError, InputError, UsageError, need_module
+
+__all__ = ["Sink", "write_errors", "check_paths", "same_file", "flatten"]
+
+
+class Sink:
+    """Writes to a temporary file beside OUT; `commit` renames it into place."""
+
+    def __init__(self, out: str, fmt: str):
+        import tempfile
+
+        self.out = out
+        self.fmt = fmt
+        directory = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(directory):
+            raise UsageError(f"output directory {directory} does not exist")
+        try:
+            fd, self.tmp = tempfile.mkstemp(
+                dir=directory, prefix=f".{os.path.basename(out)}.", suffix=".tmp"
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+        self.rows = 0
+        self._writer = None
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; OUT gets the usual mode
+            if fmt == "parquet":
+                os.close(fd)
+                pa = need_module("pyarrow")
+                pq = need_module("pyarrow.parquet")
+                self._pa = pa
+                self.schema = pa.schema(
+                    [("index", pa.int64()), ("ids", pa.list_(pa.int32())), ("length", pa.int32())]
+                )
+                self._writer = pq.ParquetWriter(self.tmp, self.schema)
+            else:
+                self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        except BaseException:
+            self.discard()
+            raise
+
+    def write(self, index, lengths, flat, offsets, ids_list) -> None:
+        try:
+            self._write(index, lengths, flat, offsets, ids_list)
+        except OSError as exc:  # disk full, file too large, I/O error
+            raise CliError(f"cannot write {self.out}: {exc.strerror or exc}") from None
+        self.rows += len(index)
+
+    def _write(self, index, lengths, flat, offsets, ids_list) -> None:
+        if self.fmt == "parquet":
+            pa = self._pa
+            ids = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
+            table = pa.Table.from_arrays(
+                [pa.array(index, pa.int64()), ids, pa.array(lengths, pa.int32())], schema=self.schema
+            )
+            self._writer.write_table(table)
+        else:
+            f = self._file
+            f.write(
+                "".join(
+                    '{"index":%d,"ids":[%s],"length":%d}\n' % (i, ",".join(map(str, x)), len(x))
+                    for i, x in zip(
+                        index.tolist(), (x.tolist() if hasattr(x, "tolist") else x for x in ids_list)
+                    )
+                )
+            )
+
+    def commit(self) -> None:
+        try:
+            self._commit()
+        except OSError as exc:
+            raise CliError(f"cannot write {self.out}: {exc.strerror or exc}") from None
+
+    def _commit(self) -> None:
+        if self.fmt == "parquet":
+            self._writer.close()
+            self._writer = None
+            fd = os.open(self.tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+        os.replace(self.tmp, self.out)
+        self.tmp = None
+
+    def discard(self) -> None:
+        if self.tmp is None:
+            return
+        try:
+            if self._writer is not None:
+                self._writer.close()
+            elif getattr(self, "_file", None) is not None:
+                self._file.close()
+        except Exception:  # noqa: BLE001 - we are throwing it away
+            pass
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+        self.tmp = None
+
+
+def flatten(ok):
+    import itertools
+
+    import numpy as np
+
+    index = np.fromiter((r.index for r, _ in ok), dtype=np.int64, count=len(ok))
+    lengths = np.fromiter((len(x) for _, x in ok), dtype=np.int64, count=len(ok))
+    offsets = np.zeros(len(ok) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > 2**31 - 1:
+        raise InputError("a chunk holds more than 2**31 tokens: use a smaller --chunk-size")
+    ids = [x for _, x in ok]
+    if ids and all(isinstance(x, np.ndarray) for x in ids):
+        flat = np.concatenate(ids).astype(np.int32, copy=False)
+    else:
+        flat = np.fromiter(
+            itertools.chain.from_iterable(x.tolist() if isinstance(x, np.ndarray) else x for x in ids),
+            dtype=np.int32,
+            count=total,
+        )
+    return index, lengths.astype(np.int32), flat, offsets.astype(np.int32), total
+
+
+def same_file(a: str, b: str) -> bool:
+    """True if paths a and b name one file: the same inode when both exist
+    (symlinks, hard links, ./ and ../ spellings), else the same resolved path
+    (a symlink to a file that does not exist yet)."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def check_paths(input_path: str, output: str, errors, tokenizer=None) -> None:
+    """Refuse a run that would write over one of its own inputs or outputs:
+    OUT and the errors file are replaced by rename, so aliasing IN, the
+    --tokenizer file or each other would destroy data."""
+    writes = [("OUT", output)] + ([("the errors file", errors)] if errors else [])
+    reads = [("the input file", input_path)] if input_path != "-" else []
+    if tokenizer:
+        reads.append(("the --tokenizer file", tokenizer))
+    for k, (wname, wpath) in enumerate(writes):
+        if os.path.isdir(wpath):
+            raise UsageError(f"{wname} {wpath} is a directory; name a file")
+        directory = os.path.dirname(os.path.abspath(wpath))
+        if not os.path.isdir(directory):
+            raise UsageError(f"{wname}'s directory {directory} does not exist")
+        for oname, opath in reads + writes[k + 1:]:
+            if same_file(wpath, opath):
+                raise UsageError(f"{wname} {wpath} is {oname} ({opath}): refusing to write over it")
+
+
+def write_errors(path: str, failures) -> None:
+    """Write the errors file atomically (JSONL: line, index, error, message)."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write the errors file {path}: {exc.strerror or exc}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for fl in failures:
+                f.write(fl.json() + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,291 @@
+"""Where `qwen4exp batch` records come from: JSONL (optionally gzip) and
+Parquet sources that yield chunks of parsed records, and the failure records
+of the ones that cannot be used.
+
+A source's `chunks(chunk_records, chunk_bytes, on_failure)` yields
+(records, failures, input units consumed); records are text or rendered-chat
+`Record`s ready to encode. Nothing here encodes or writes: the pipeline
+(`qwen4exp.batch`) or another engine drives sources and sinks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ._cli_common import (
+    InputError,
+    JsonError,
+    RecordError,
+    UsageError,
+    loads_json,
+    need_module,
+    request_from_json,
+)
+
+__all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of"]
+
+_PARQUET_EXT = (".parquet", ".pq", ".parq")
+_JSONL_EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+
+
+def format_of(path: str, given: str | None, what: str, default: str | None = None) -> str:
+    if given:
+        return given
+    low = path.lower()
+    if low.endswith(_PARQUET_EXT):
+        return "parquet"
+    if low.endswith(_JSONL_EXT) or path == "-":
+        return "jsonl"
+    if default:
+        return default
+    raise UsageError(
+        f"cannot tell the {what} format from {path!r}: name it .parquet or .jsonl, "
+        f"or pass --{'format' if what == 'output' else 'input-format'}"
+    )
+
+
+class Record:
+    """One usable record: kind DATA (payload: text) or TRUSTED_CONTROL (a RenderedChat)."""
+
+    __slots__ = ("index", "line", "kind", "payload", "nbytes")
+
+    def __init__(self, index, line, kind, payload, nbytes):
+        self.index, self.line, self.kind, self.payload, self.nbytes = (
+            index, line, kind, payload, nbytes,
+        )
+
+
+class Failure:
+    """One record that could not be used: where it was, the error's name and message."""
+
+    __slots__ = ("index", "line", "error", "message")
+
+    def __init__(self, index, line, error, message):
+        self.index, self.line, self.error, self.message = index, line, error, message
+
+    def where(self, source: str) -> str:
+        return f"{source}:{self.line}" if self.line is not None else f"{source}: record {self.index}"
+
+    def json(self) -> str:
+        return json.dumps(
+            {"line": self.line, "index": self.index, "error": self.error, "message": self.message},
+            ensure_ascii=False,
+        )
+
+
+def _strip_none(obj):
+    """Drop None-valued keys of a message / tool call / content part decoded from a
+    Parquet struct (a struct column has every field of the union in every row)."""
+    if isinstance(obj, dict):
+        return {k: _strip_none_field(k, v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_strip_none(x) for x in obj]
+    return obj
+
+
+def _strip_none_field(key, value):
+    # Tool arguments and tool schemas are caller JSON: keep them exactly.
+    if key in ("arguments", "parameters"):
+        return value
+    return _strip_none(value)
+
+
+def make_record(obj, index, line, nbytes_hint=None) -> Record:
+    """Turn one decoded record into a text or rendered-chat record (or raise)."""
+    from .chat import render_chat
+    from .segments import Kind
+
+    if isinstance(obj, dict) and "text" in obj and obj.get("messages") is None:
+        text = obj["text"]
+        if not isinstance(text, str):
+            raise RecordError(f'"text" must be a string, not {type(text).__name__}')
+        return Record(index, line, Kind.DATA, text, nbytes_hint)
+    if isinstance(obj, dict) and "text" in obj and obj["text"] is not None:
+        raise RecordError('a record has either "text" or "messages", not both')
+    messages, options = request_from_json(obj, "record")
+    chat = render_chat(messages, **options)
+    return Record(index, line, Kind.TRUSTED_CONTROL, chat, len(chat.data))
+
+
+def _iter_jsonl(path: str, start_line: int = 1):
+    """Yield (line number, raw line bytes) of the non-blank lines of a JSONL file."""
+    import gzip
+    import zlib
+
+    if path == "-":
+        f = sys.stdin.buffer
+        close = False
+    else:
+        try:
+            f = gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        close = True
+    try:
+        lineno = start_line - 1
+        for raw in f:
+            lineno += 1
+            yield lineno, raw
+    except (OSError, EOFError, zlib.error) as exc:  # unreadable, truncated or corrupt (.gz)
+        raise InputError(f"cannot read {path}: {exc}") from None
+    finally:
+        if close:
+            f.close()
+
+
+class JsonlSource:
+    def __init__(self, path: str):
+        self.path = path
+        self.name = "stdin" if path == "-" else path
+        self.total_bytes = None
+        if path != "-" and not path.lower().endswith(".gz"):
+            try:
+                self.total_bytes = os.path.getsize(path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        elif path != "-" and not os.path.exists(path):
+            raise InputError(f"cannot read {path}: No such file or directory")
+        self.total_records = None
+        self.progress_unit = "bytes"
+
+    def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
+        """Yield (records, failures, input bytes consumed) per chunk."""
+        records, failures, consumed, size = [], [], 0, 0
+        index = 0
+        for lineno, raw in _iter_jsonl(self.path):
+            consumed += len(raw)
+            if not raw.strip():
+                continue  # blank lines are not records
+            try:
+                line = raw.decode("utf-8")
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]  # a UTF-8 byte order mark
+                obj = loads_json(line)
+                rec = make_record(obj, index, lineno)
+                if rec.nbytes is None:
+                    rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
+                records.append(rec)
+                size += rec.nbytes
+            except Exception as exc:  # noqa: BLE001 - classified below
+                failures.append(on_failure(failure_of(exc, index, lineno)))
+            index += 1
+            if len(records) + len(failures) >= chunk_records or size >= chunk_bytes:
+                yield records, failures, consumed
+                records, failures, consumed, size = [], [], 0, 0
+        if records or failures or consumed:
+            yield records, failures, consumed
+
+
+class ParquetSource:
+    COLUMNS = ("text", "messages", "tools", "add_generation_prompt", "enable_thinking")
+
+    def __init__(self, path: str):
+        pq = need_module("pyarrow.parquet")
+        self.path = path
+        self.name = path
+        if path == "-":
+            raise UsageError("Parquet input must be a file, not stdin")
+        try:
+            self.file = pq.ParquetFile(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid etc.
+            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+        names = set(self.file.schema_arrow.names)
+        self.columns = [c for c in self.COLUMNS if c in names]
+        if "text" not in names and "messages" not in names:
+            raise InputError(
+                f"{path}: a Parquet input needs a 'text' or a 'messages' column "
+                f"(it has: {', '.join(sorted(names)) or 'none'})"
+            )
+        self.total_records = self.file.metadata.num_rows
+        self.total_bytes = None
+        self.progress_unit = "records"
+
+    def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
+        index = 0
+        try:
+            batches = self.file.iter_batches(batch_size=chunk_records, columns=self.columns)
+            for batch in batches:
+                cols = {name: batch.column(name) for name in self.columns}
+                pylists = {}
+                for name, col in cols.items():
+                    pylists[name] = col.to_pylist()
+                struct = {n: not _is_string(cols[n].type) for n in ("messages", "tools") if n in cols}
+                records, failures = [], []
+                for r in range(batch.num_rows):
+                    try:
+                        obj = self._row(pylists, r, struct)
+                        rec = make_record(obj, index, None)
+                        if rec.nbytes is None:
+                            rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
+                        records.append(rec)
+                    except Exception as exc:  # noqa: BLE001
+                        failures.append(on_failure(failure_of(exc, index, None)))
+                    index += 1
+                yield records, failures, batch.num_rows
+        except OSError as exc:
+            raise InputError(f"cannot read {self.path}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            if type(exc).__module__.startswith("pyarrow"):
+                raise InputError(f"{self.path}: cannot read Parquet data ({exc})") from None
+            raise
+
+    @staticmethod
+    def _row(pylists, r, struct):
+        text = pylists["text"][r] if "text" in pylists else None
+        messages = pylists["messages"][r] if "messages" in pylists else None
+        if text is not None and messages is not None:
+            raise RecordError("a row has both 'text' and 'messages'")
+        if text is not None:
+            return {"text": text}
+        if messages is None:
+            raise RecordError("'text' and 'messages' are both null")
+        obj = {}
+        for name in ("messages", "tools"):
+            if name not in pylists or pylists[name][r] is None:
+                continue
+            value = pylists[name][r]
+            if struct[name]:
+                value = _strip_none(value)
+            elif isinstance(value, (str, bytes)):
+                value = loads_json(value)
+            obj[name] = value
+        if isinstance(obj["messages"], dict) and "messages" in obj["messages"]:
+            obj = {**obj["messages"], **{k: v for k, v in obj.items() if k != "messages"}}
+        for name in ("add_generation_prompt", "enable_thinking"):
+            if name in pylists and pylists[name][r] is not None:
+                obj[name] = pylists[name][r]
+        return obj
+
+
+def _is_string(t) -> bool:
+    """A column of JSON text: any string or binary layout, plain or dictionary-encoded."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    kinds = ("is_string", "is_large_string", "is_string_view", "is_binary", "is_large_binary",
+             "is_binary_view")
+    return any(getattr(pa.types, k, lambda _: False)(t) for k in kinds)
+
+
+def failure_of(exc: BaseException, index: int, line) -> Failure:
+    from .errors import Qwen4ExpError
+
+    if isinstance(exc, JsonError):
+        return Failure(index, line, "JSONDecodeError", f"invalid JSON: {exc}")
+    if isinstance(exc, UnicodeDecodeError):
+        return Failure(index, line, "UnicodeDecodeError", f"not valid UTF-8 (byte {exc.start})")
+    if isinstance(exc, (RecordError, Qwen4ExpError)):
+        return Failure(index, line, type(exc).__name__, str(exc))
+    if isinstance(exc, RecursionError):
+        return Failure(index, line, "RecordError", "record is nested too deeply")
+    raise exc
+
+
+def open_source(path: str, fmt: str):
+    """The source reading `path` in format `fmt` ("jsonl" or "parquet")."""
+    return ParquetSource(path) if fmt == "parquet" else JsonlSource(path)

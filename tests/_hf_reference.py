@@ -1,0 +1,71 @@
+"""The test side's plain-text references, shared by tests/, fuzz/ and bench/.
+
+Nothing here imports qwen4exp: these are the oracles the product is checked
+against, so they must not share its code.
+
+* `hf_plain()`: Hugging Face `tokenizers` on vocab/tokenizer.json with its
+  `added_tokens` list emptied — pure NFC + pre-tokenizer + BPE, the reference
+  for DATA (docs/FORMAT.md, invariant 3). Emptying the list matters:
+  `encode_special_tokens=True` still matches the non-special added tokens
+  such as `<think>`.
+* `byte_decoder()`: the ByteLevel alphabet (printable stand-in character ->
+  byte), restated here from GPT-2's rule rather than imported from the
+  product's vocabulary compiler.
+* `reference_tables()`: every id's byte spelling, read straight from
+  tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKENIZER_JSON = os.path.join(REPO, "vocab", "tokenizer.json")
+
+
+@lru_cache(maxsize=None)
+def tokenizer_json() -> dict:
+    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@lru_cache(maxsize=None)
+def hf_plain():
+    """`tokenizers.Tokenizer` for DATA: the shipped tokenizer.json without added tokens."""
+    from tokenizers import Tokenizer
+
+    raw = dict(tokenizer_json())
+    raw["added_tokens"] = []
+    return Tokenizer.from_str(json.dumps(raw))
+
+
+def hf_ids(text: str) -> list[int]:
+    return hf_plain().encode(text, add_special_tokens=False).ids
+
+
+@lru_cache(maxsize=None)
+def byte_decoder() -> dict[str, int]:
+    """ByteLevel's stand-in character -> byte. GPT-2's rule: the 188 printable
+    Latin-1 bytes stand for themselves; the other 68, in byte order, become
+    U+0100, U+0101, ..."""
+    printable = [b for b in range(256) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF]
+    others = [b for b in range(256) if b not in printable]
+    table = {chr(b): b for b in printable}
+    table.update({chr(0x100 + k): b for k, b in enumerate(others)})
+    assert len(table) == 256
+    return table
+
+
+@lru_cache(maxsize=None)
+def reference_tables() -> tuple[list[bytes], dict[int, bytes]]:
+    """(byte spelling per BPE id, {atom id: spelling bytes}) from tokenizer.json."""
+    raw = tokenizer_json()
+    dec = byte_decoder()
+    vocab = raw["model"]["vocab"]
+    spell = [b""] * len(vocab)
+    for token, i in vocab.items():
+        spell[i] = bytes(dec[ch] for ch in token)
+    atoms = {t["id"]: t["content"].encode("utf-8") for t in raw["added_tokens"]}
+    return spell, atoms
