@@ -80,12 +80,7 @@ def tok36():
 
 @pytest.fixture(scope="session")
 def hf_plain36(qwen36_json):
-    from tokenizers import Tokenizer
-
-    with open(qwen36_json, encoding="utf-8") as f:
-        raw = json.load(f)
-    raw["added_tokens"] = []
-    return Tokenizer.from_str(json.dumps(raw))
+    return _hf_reference.hf_plain(qwen36_json)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
-from qwen4exp._vocab_compile import byte_level_alphabet
+from _hf_reference import byte_decoder
 
 
 
@@ -165,7 +165,7 @@ def test_long_words_with_runs(tok, hf_plain):
 def test_every_token_spelling(tok, hf_plain):
     """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
     pre-token that is a token is that token, whatever the merges would make."""
-    to_byte = byte_level_alphabet()
+    to_byte = byte_decoder()
     texts = []
     for piece in hf_plain.get_vocab():
         try:

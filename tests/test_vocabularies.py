@@ -16,7 +16,7 @@ import pytest
 import qwen4exp
 from qwen4exp import Qwen4ExpError
 from qwen4exp import _vocab_compile as vc
-from qwen4exp._vocab_compile import byte_level_alphabet
+from _hf_reference import byte_decoder
 
 from conftest import VOCAB_DIR
 
@@ -76,7 +76,7 @@ def test_from_file_loads_the_converted_json(qwen36_json, hf_plain36, tok36, tmp_
 
 
 def _spellings(hf, limit=None):
-    to_byte = byte_level_alphabet()
+    to_byte = byte_decoder()
     out = []
     for piece in sorted(hf.get_vocab(), key=hf.get_vocab().get)[:limit]:
         try:
@@ -110,7 +110,7 @@ def test_ignore_merges_both_ways(qwen36_json, hf_plain36, tmp_path, monkeypatch)
 
 def tiny_tokenizer_json():
     """A minimal Qwen-family tokenizer.json: the 256 byte tokens, two merges, one atom."""
-    chars = list(byte_level_alphabet())
+    chars = list(byte_decoder())
     vocab = {c: i for i, c in enumerate(chars)}
     vocab["ab"] = 256
     vocab["abc"] = 257
