@@ -362,11 +362,15 @@ def test_long_completion_is_linear(tok):
     times = []
     for n in (200, 2000):
         ids = _ids(tok, A("<think>"), "\n" + "why? " * (50 * n) + "\n", A("</think>"), "\n\n") + unit * n
-        t = time.perf_counter()
-        msg = tok.parse_completion(ids + [tok.atoms["<|im_end|>"]])
-        times.append(time.perf_counter() - t)
+        ids.append(tok.atoms["<|im_end|>"])
+        best = float("inf")
+        for _ in range(3):  # best of 3: a shared machine only ever adds time
+            t = time.perf_counter()
+            msg = tok.parse_completion(ids)
+            best = min(best, time.perf_counter() - t)
+        times.append(best)
         assert len(msg["tool_calls"]) == n and "errors" not in msg
-    assert times[1] < 25 * times[0]
+    assert times[1] < 25 * times[0], times
 
 
 def test_only_template_newlines_go(tok):

@@ -71,7 +71,7 @@ class IdTables:
         offs = offsets.tolist()
         n_bpe = len(offs) - 1
         size = max([n_bpe, *(i + 1 for i in atoms.values())])
-        text: list = [blob[offs[i] : offs[i + 1]] for i in range(n_bpe)]
+        text: list = [blob[a:b] for a, b in zip(offs, offs[1:])]
         text.extend([None] * (size - n_bpe))
         parse = list(text)
         skip = list(text)
