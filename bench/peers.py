@@ -19,6 +19,14 @@ Peers (all on the same Qwen3 vocabulary, ``vocab/tokenizer.json``):
                  Qwen3 added tokens as specials; ``encode_ordinary`` (text is
                  data: never a special id).  tiktoken does NOT NFC-normalise:
                  the corpora are NFC so that it sees the same input.
+* ``fastokens``  ``fastokens.Tokenizer.from_file(tokenizer.json)`` (Rust),
+                 ``encode_ordinary(s).ids`` (added tokens are not matched:
+                 text is data); batch ``encode_batch(texts,
+                 add_special_tokens=False, split_special_tokens=True)`` on its
+                 Rayon pool (``BENCH_THREADS`` threads, fixed per process).
+* ``kitoken``    ``kitoken.Kitoken.from_tokenizers_file(tokenizer.json)``
+                 (Rust), ``encode(s)``; batch ``encode_all`` on its Rayon pool
+                 (fixed per process, as for ``hf``).
 * ``bpe-qwen``   ``bpe_qwen.QwenTokenizer(dir)`` (Rust, rust-gems ``bpe``);
                  the directory holds vocab.json / merges.txt written from
                  tokenizer.json plus tokenizer_config.json, in a cache folder
@@ -67,7 +75,7 @@ QWEN_PATTERN = (
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-PEER_NAMES = ("qwen4exp", "hf", "tiktoken", "bpe-qwen")
+PEER_NAMES = ("qwen4exp", "fastokens", "kitoken", "hf", "tiktoken", "bpe-qwen")
 
 
 class PeerUnavailable(RuntimeError):
@@ -195,11 +203,7 @@ def build_hf() -> Peer:
         return tok.encode(text, add_special_tokens=False).ids
 
     def batch(texts, num_threads=None):
-        if num_threads is not None and num_threads != BENCH_THREADS:
-            raise ValueError(
-                f"HF tokenizers' thread count is fixed per process (RAYON_NUM_THREADS="
-                f"{BENCH_THREADS}); run with BENCH_THREADS={num_threads} in a fresh process"
-            )
+        _check_rayon_threads("HF tokenizers", num_threads)
         return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
     notes = []
@@ -338,23 +342,89 @@ def build_bpe_qwen() -> Peer:
     def batch(texts, num_threads=None):
         return tok.encode_batch_parallel(list(texts), num_workers=num_threads or 1)
 
-    try:
-        from importlib.metadata import version
-
-        ver = version("bpe-qwen")
-    except Exception:  # noqa: BLE001
-        ver = "?"
     return Peer(
         "bpe-qwen",
         tok.encode,
         batch,
-        f"bpe-qwen {ver} QwenTokenizer(vocab.json+merges.txt written from tokenizer.json)",
+        f"bpe-qwen {_version('bpe-qwen')} QwenTokenizer(vocab.json+merges.txt written from tokenizer.json)",
         load,
     )
 
 
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _import_or_skip(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise PeerUnavailable(f"{module} is not installed ({exc})") from None
+
+
+def build_fastokens() -> Peer:
+    t0 = time.perf_counter()
+    tok = _import_or_skip("fastokens").Tokenizer.from_file(str(TOKENIZER_JSON))
+    tok.encode_ordinary("warm up")
+    load = time.perf_counter() - t0
+
+    def encode(text):
+        return tok.encode_ordinary(text).ids
+
+    def batch(texts, num_threads=None):
+        _check_rayon_threads("fastokens", num_threads)
+        return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False,
+                                                split_special_tokens=True)]
+
+    return Peer(
+        "fastokens",
+        encode,
+        batch,
+        f"fastokens {_version('fastokens')} Tokenizer.from_file(tokenizer.json).encode_ordinary, "
+        f"RAYON_NUM_THREADS={BENCH_THREADS}",
+        load,
+        batch_threads_in_process=False,
+    )
+
+
+def build_kitoken() -> Peer:
+    t0 = time.perf_counter()
+    tok = _import_or_skip("kitoken").Kitoken.from_tokenizers_file(str(TOKENIZER_JSON))
+    tok.encode("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        _check_rayon_threads("kitoken", num_threads)
+        return tok.encode_all(list(texts))
+
+    return Peer(
+        "kitoken",
+        tok.encode,
+        batch,
+        f"kitoken {_version('kitoken')} Kitoken.from_tokenizers_file(tokenizer.json).encode, "
+        f"RAYON_NUM_THREADS={BENCH_THREADS}",
+        load,
+        batch_threads_in_process=False,
+    )
+
+
+def _check_rayon_threads(name: str, num_threads) -> None:
+    if num_threads is not None and num_threads != BENCH_THREADS:
+        raise ValueError(
+            f"{name}'s thread count is fixed per process (RAYON_NUM_THREADS={BENCH_THREADS}); "
+            f"run with BENCH_THREADS={num_threads} in a fresh process"
+        )
+
+
 BUILDERS = {
     "qwen4exp": build_qwen4exp,
+    "fastokens": build_fastokens,
+    "kitoken": build_kitoken,
     "hf": build_hf,
     "tiktoken": build_tiktoken,
     "bpe-qwen": build_bpe_qwen,

@@ -4,22 +4,29 @@
     python bench/report.py                 # everything (~3-5 min on 2 cores)
     python bench/report.py --quick         # fewer rounds, no batch/load sections
     python bench/report.py --output bench/RESULTS.md
+    python bench/report.py --peers qwen4exp,fastokens --no-long-word --no-parity   # the targets only
 
-Sections: single-threaded encode throughput (all peers interleaved round by
-round on the same inputs), long-word cost growth (20,000 vs 200,000
-characters), batch encoding with 1 and 2 threads (one fresh process per peer
-and thread count), load time and resident memory (one fresh process per
-peer), and parity with the HF reference.  Progress goes to stderr, the
-markdown to stdout (or --output).
+Sections: qwen4exp against fastokens (the targets of issue 9); single-
+threaded encode throughput (all peers interleaved round by round: the whole
+corpus in one call, fresh documents on a warm object, and cold objects);
+long-word cost growth (20,000 vs 200,000 characters); batch encoding with 1
+and 2 threads (CPU use, the work split's critical path, qwen4exp's 1 -> 2
+scaling target); load time and resident memory (one fresh process per peer,
+qwen4exp's load target); with --cli the `qwen4exp batch` command end to end;
+parity with the HF reference. Progress goes to stderr, the markdown to
+stdout (or --output). This is the one driver for these measurements.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
+import re
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -59,9 +66,21 @@ def fmt_s(x: float) -> str:
 # --------------------------------------------------------------------------
 
 
+HEAVY_MODULES = ("pyarrow", "tqdm", "pandas", "tokenizers", "transformers", "qwen4exp.cli", "jinja2")
+LOAD_TARGET_S, LOAD_TARGET_MB = 0.1, 60      # qwen4exp: import + construct + first encode
+SCALING_REQUIRED = 1.7                       # qwen4exp batch, 1 -> 2 threads
+BATCH_CORPORA = ("code", "multilingual", "mixed")
+
+
+def _heavy(before) -> list:
+    return sorted(m for m in set(sys.modules) - before
+                  if m.split(".")[0] in HEAVY_MODULES or m in HEAVY_MODULES)
+
+
 def child_load(name: str) -> dict:
     import numpy  # noqa: F401  the baseline: python -c "import numpy"
 
+    before = set(sys.modules)
     rss0, _ = rss_kib()
     t0 = time.perf_counter()
     peer = peers.BUILDERS[name]()  # import + construct + first encode
@@ -72,36 +91,72 @@ def child_load(name: str) -> dict:
         "rss_delta_kib": rss1 - rss0,
         "peak_delta_kib": hwm1 - rss0,
         "description": peer.description,
+        "heavy": _heavy(before) if name == "qwen4exp" else [],
     }
+
+
+def child_import_only() -> dict:
+    import numpy  # noqa: F401
+
+    before = set(sys.modules)
+    rss0, _ = rss_kib()
+    t0 = time.perf_counter()
+    import qwen4exp  # noqa: F401
+
+    t1 = time.perf_counter()
+    rss1, _ = rss_kib()
+    return {"seconds": t1 - t0, "rss_delta_kib": rss1 - rss0, "heavy": _heavy(before)}
+
+
+def batch_documents(name: str) -> list:
+    if name == "mixed":  # both, in order: cheap code first, then costly multilingual
+        return list(corpora.DOCUMENTS["code"]()) + list(corpora.DOCUMENTS["multilingual"]())
+    return list(corpora.DOCUMENTS[name]())
 
 
 def child_batch(name: str, threads_list, rounds: int, corpus_names) -> dict:
     """Best of ``rounds`` of encode_batch for each thread count, interleaved
-    round by round.  Returns {threads: {corpus: {...}}}."""
+    round by round, after one untimed call (batch workers stay warm between
+    calls). Per round: wall, process CPU and the calling thread's CPU; with
+    several threads the busiest thread's CPU (the critical path) is
+    max(calling thread, everything else). Returns {threads: {corpus: {...}}}."""
     peer = peers.BUILDERS[name]()
     if peer.encode_batch is None:
         return {"error": "no batch API"}
-    docs = {c: list(corpora.DOCUMENTS[c]()) for c in corpus_names}
-    best = {(t, c): float("inf") for t in threads_list for c in corpus_names}
-    same = {}
-    ntok = {}
+    docs = {c: batch_documents(c) for c in corpus_names}
+    best = {(t, c): None for t in threads_list for c in corpus_names}
+    for c in corpus_names:
+        for t in threads_list:
+            peer.encode_batch(docs[c], num_threads=t)
     for _ in range(max(1, rounds)):
         for c in corpus_names:
             for t in threads_list:
-                secs, ids = common.best_of(lambda ds: peer.encode_batch(ds, num_threads=t), docs[c], 1)
-                best[(t, c)] = min(best[(t, c)], secs)
-                if (t, c) not in same:
-                    same[(t, c)] = [list(x) for x in ids] == [list(peer.encode(d)) for d in docs[c]]
-                    ntok[(t, c)] = sum(len(x) for x in ids)
+                gc.collect()
+                gc.disable()
+                try:
+                    cpu0, main0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+                    ids = peer.encode_batch(docs[c], num_threads=t)
+                    wall = time.perf_counter() - w0
+                    cpu, main_cpu = time.process_time() - cpu0, time.thread_time() - main0
+                finally:
+                    gc.enable()
+                crit = max(main_cpu, cpu - main_cpu) if t > 1 else cpu
+                b = best[(t, c)]
+                if b is None:
+                    b = best[(t, c)] = {
+                        "seconds": wall, "cpu_wall": cpu / wall, "critical_cpu_seconds": crit, "cpu_seconds": cpu,
+                        "bytes": sum(len(d.encode("utf-8")) for d in docs[c]),
+                        "tokens": sum(len(x) for x in ids), "documents": len(docs[c]),
+                        "batch_equals_encode": [list(x) for x in ids] == [list(peer.encode(d)) for d in docs[c]],
+                    }
+                if wall < b["seconds"]:
+                    b["seconds"], b["cpu_wall"] = wall, cpu / wall
+                if crit < b["critical_cpu_seconds"]:
+                    b["critical_cpu_seconds"], b["cpu_seconds"] = crit, cpu
+                del ids
     out = {}
-    for (t, c), secs in best.items():
-        out.setdefault(str(t), {})[c] = {
-            "seconds": secs,
-            "bytes": sum(len(d.encode("utf-8")) for d in docs[c]),
-            "tokens": ntok[(t, c)],
-            "documents": len(docs[c]),
-            "batch_equals_encode": same[(t, c)],
-        }
+    for (t, c), b in best.items():
+        out.setdefault(str(t), {})[c] = b
     return out
 
 
@@ -148,44 +203,86 @@ def environment_section(loaded, skipped) -> list[str]:
     return lines
 
 
+def split_documents(corpus: str) -> tuple[list, list]:
+    """(warm-up documents, measured documents): every fourth document warms a
+    tokenizer up, the other three quarters are measured, fresh to it."""
+    docs = list(corpora.DOCUMENTS[corpus]())
+    return docs[::4], [d for i, d in enumerate(docs) if i % 4]
+
+
+def time_documents(encode, docs) -> float:
+    """Seconds to encode each of docs in turn (GC off)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for d in docs:
+            encode(d)
+        return time.perf_counter() - t0
+    finally:
+        gc.enable()
+
+
 def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dict]:
+    """Single-threaded encode, three ways, all peers interleaved round by round:
+    `whole`: one call on the whole corpus (the same text each round, so caches
+    are warm on it); `warm`: a fresh object warmed on a quarter of the
+    documents, timed on the other three quarters, one call per document;
+    `cold`: a fresh object after a one-word warm-up, on those same documents."""
     names = list(loaded)
-    best = {(c, n): float("inf") for c in common.THROUGHPUT_CORPORA for n in names}
+    kinds = ("whole", "warm", "cold")
+    best = {(c, n, k): float("inf") for c in common.THROUGHPUT_CORPORA for n in names for k in kinds}
     ntok, equal = {}, {}
+    split = {c: split_documents(c) for c in common.THROUGHPUT_CORPORA}
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)] if names else []
         log(f"throughput round {r + 1}/{rounds} ({', '.join(order)})")
         for c in common.THROUGHPUT_CORPORA:
             text = common.corpus_text(c)
+            warm_docs, docs = split[c]
             for n in order:
                 secs, ids = common.best_of(loaded[n].encode, text, 1)
-                best[(c, n)] = min(best[(c, n)], secs)
+                best[(c, n, "whole")] = min(best[(c, n, "whole")], secs)
                 if r == 0:
                     ntok[(c, n)] = len(ids)
                     equal[(c, n)] = list(ids) == ref_ids[c]
                 del ids
+                fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
+                best[(c, n, "cold")] = min(best[(c, n, "cold")], time_documents(fresh.encode, docs))
+                fresh = peers.BUILDERS[n]()
+                for d in warm_docs:
+                    fresh.encode(d)
+                best[(c, n, "warm")] = min(best[(c, n, "warm")], time_documents(fresh.encode, docs))
+                del fresh
     lines = [
         f"## Single-threaded encode throughput (best of {rounds}, peers interleaved)",
         "",
-        "One `encode` call on the whole corpus; MB = 10^6 bytes of UTF-8 input; "
-        "tokens/s counts the peer's own output.",
+        "MB = 10^6 bytes of UTF-8 input. **whole**: one `encode` call on the whole corpus, "
+        "the same text every round (tokens/s counts the peer's own output). **warm, fresh "
+        "documents**: a new tokenizer object encodes every fourth document, then is timed on "
+        "the other three quarters, one call per document, texts it has not seen. **cold**: a "
+        "new object after a one-word warm-up, timed on those same documents. "
+        "`×` columns: qwen4exp's speed over the peer's (above 1 = qwen4exp faster).",
         "",
-        "| corpus | peer | MB/s | tokens/s | qwen4exp speed-up | ids == HF reference |",
-        "| --- | --- | ---: | ---: | ---: | :---: |",
+        "| corpus | peer | whole MB/s | tokens/s | warm, fresh documents MB/s | cold MB/s "
+        "| × whole | × warm, fresh | × cold | ids == HF reference |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     results = {}
     for c in common.THROUGHPUT_CORPORA:
         nbytes = common.corpus_bytes(c)
-        q = best.get((c, "qwen4exp"))
+        dbytes = sum(len(d.encode("utf-8")) for d in split[c][1])
         for n in names:
-            s = best[(c, n)]
-            mbs = nbytes / s / 1e6
+            size = {"whole": nbytes, "warm": dbytes, "cold": dbytes}
+            mbs = {k: size[k] / best[(c, n, k)] / 1e6 for k in kinds}
             results[(c, n)] = mbs
-            ratio = f"{s / q:.2f}×" if q is not None else "n/a"
-            lines.append(f"| {c} | {n} | {mbs:.2f} | {fmt_rate(ntok[(c, n)] / s)} | {ratio} | "
+            ratios = [f"{best[(c, n, k)] / best[(c, 'qwen4exp', k)]:.2f}×" if "qwen4exp" in names else "n/a"
+                      for k in kinds]
+            lines.append(f"| {c} | {n} | {mbs['whole']:.2f} | {fmt_rate(ntok[(c, n)] / best[(c, n, 'whole')])} | "
+                         f"{mbs['warm']:.2f} | {mbs['cold']:.2f} | {' | '.join(ratios)} | "
                          f"{'yes' if equal[(c, n)] else '**no**'} |")
         for n in skipped:
-            lines.append(f"| {c} | {n} | skipped (see below) | | | |")
+            lines.append(f"| {c} | {n} | skipped (see below) | | | | | | | |")
     lines.append("")
     return lines, results
 
@@ -227,49 +324,82 @@ def long_word_section(loaded, rounds, budget) -> list[str]:
     return lines
 
 
-def batch_section(loaded, rounds) -> list[str]:
+def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
     lines = [
-        f"## Batch encoding (best of {rounds}; a fresh process per peer)",
+        f"## Batch encoding, 1 and 2 threads (best of {rounds}, after one untimed call)",
         "",
-        "`encode_batch` over the corpus documents. HF: `RAYON_NUM_THREADS`=threads "
-        "(`TOKENIZERS_PARALLELISM=false` for 1); tiktoken: `encode_ordinary_batch(num_threads=)`; "
-        "bpe-qwen: `encode_batch_parallel(num_workers=)`; qwen4exp: `encode_batch(num_threads=)`. "
-        "1 and 2 threads alternate round by round in one process, except HF (one process per "
-        "thread count, as Rayon's pool is fixed per process).",
+        "`encode_batch` over the corpus documents (`mixed`: code then multilingual, cheap first, "
+        "costly last). HF, fastokens, kitoken: Rayon's pool is fixed per process, so one "
+        "process per thread count (`RAYON_NUM_THREADS`); tiktoken: `encode_ordinary_batch("
+        "num_threads=)`; bpe-qwen: `encode_batch_parallel(num_workers=)`; qwen4exp: "
+        "`encode_batch(num_threads=)`, 1 and 2 threads alternating in one process.",
         "",
-        "| corpus | peer | threads | MB/s | tokens/s | vs 1 thread | batch == encode |",
-        "| --- | --- | ---: | ---: | ---: | ---: | :---: |",
+        "CPU/wall: process CPU seconds over wall seconds (about `threads` when the threads really "
+        "ran in parallel; much less means the machine did not give this process the cores). "
+        "`1 -> 2 CPU path` (qwen4exp): CPU seconds with 1 thread over the busiest thread's CPU "
+        "seconds with 2, the speed-up its work split allows on two idle cores. "
+        "`× qwen4exp`: qwen4exp's wall-clock speed over the peer's at the same thread count.",
+        "",
+        "| corpus | peer | threads | MB/s | tokens/s | CPU/wall | 1 -> 2 wall | 1 -> 2 CPU path "
+        "| × qwen4exp | batch == encode |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     res = {}
     for n in loaded:
         if loaded[n].encode_batch is None:
-            lines.append(f"| all | {n} | | no batch API | | | |")
+            lines.append(f"| all | {n} | | no batch API | | | | | | |")
             continue
-        job = {"peer": n, "rounds": rounds, "corpora": list(common.THROUGHPUT_CORPORA)}
+        job = {"peer": n, "rounds": rounds, "corpora": list(BATCH_CORPORA)}
         if loaded[n].batch_threads_in_process:
             log(f"batch: {n} x1, x2 (one process, interleaved)")
             r = run_child("batch", {**job, "threads": [1, 2]})
             for t in (1, 2):
                 res[(n, t)] = r.get(str(t), r)
-        else:  # HF: Rayon's pool size is fixed per process
+        else:
             for t in (1, 2):
                 log(f"batch: {n} x{t} (own process)")
                 r = run_child("batch", {**job, "threads": [t]}, threads=t)
                 res[(n, t)] = r.get(str(t), r)
-    for c in common.THROUGHPUT_CORPORA:
+    verdicts = []
+    for c in BATCH_CORPORA:
         for (n, threads), r in res.items():
             if c not in r:
                 why = r.get("error") or (f"timeout {r['timeout']} s" if "timeout" in r else "?")
-                lines.append(f"| {c} | {n} | {threads} | skipped: {why} | | | |")
+                lines.append(f"| {c} | {n} | {threads} | skipped: {why} | | | | | | |")
                 continue
             x = r[c]
             one = res.get((n, 1), {}).get(c)
-            speed = f"{one['seconds'] / x['seconds']:.2f}×" if one else "n/a"
+            wall = path = ""
+            if threads == 2 and one:
+                wall = f"{one['seconds'] / x['seconds']:.2f}×"
+                if n == "qwen4exp":
+                    path = f"{one['cpu_seconds'] / x['critical_cpu_seconds']:.2f}×"
+                    verdicts.append(scaling_verdict(c, one["seconds"] / x["seconds"],
+                                                    one["cpu_seconds"] / x["critical_cpu_seconds"],
+                                                    x["cpu_wall"]))
+            q = res.get(("qwen4exp", threads), {}).get(c)
+            vs = f"{x['seconds'] / q['seconds']:.2f}×" if q else "n/a"
             lines.append(f"| {c} | {n} | {threads} | {x['bytes'] / x['seconds'] / 1e6:.2f} | "
-                         f"{fmt_rate(x['tokens'] / x['seconds'])} | {speed} | "
-                         f"{'yes' if x['batch_equals_encode'] else '**no**'} |")
+                         f"{fmt_rate(x['tokens'] / x['seconds'])} | {x['cpu_wall']:.2f} | {wall} | {path} | "
+                         f"{vs} | {'yes' if x['batch_equals_encode'] else '**no**'} |")
     lines.append("")
-    return lines
+    lines += verdicts
+    lines.append("")
+    ratios = {}
+    for c in BATCH_CORPORA:
+        q, f = res.get(("qwen4exp", 2), {}).get(c), res.get(("fastokens", 2), {}).get(c)
+        if q and f:
+            ratios[c] = f["seconds"] / q["seconds"]
+    return lines, ratios
+
+
+def scaling_verdict(corpus, wall, path, cpu_wall) -> str:
+    if cpu_wall >= 1.5:
+        return (f"- qwen4exp {corpus}: 1 -> 2 threads wall {wall:.2f}× (required {SCALING_REQUIRED}×): "
+                f"**{'met' if wall >= SCALING_REQUIRED else 'NOT met'}** (CPU path {path:.2f}×)")
+    return (f"- qwen4exp {corpus}: the 2-thread run got {cpu_wall:.2f} CPUs (busy machine), so wall "
+            f"{wall:.2f}× means nothing; CPU path {path:.2f}× (required {SCALING_REQUIRED}×): "
+            f"**{'met' if path >= SCALING_REQUIRED else 'NOT met'}**")
 
 
 def load_section(names, skipped) -> list[str]:
@@ -282,6 +412,7 @@ def load_section(names, skipped) -> list[str]:
         "| peer | time to first encode | RSS delta | peak RSS delta |",
         "| --- | ---: | ---: | ---: |",
     ]
+    q = None
     for n in names:
         log(f"load: {n}")
         best = None
@@ -297,8 +428,79 @@ def load_section(names, skipped) -> list[str]:
             continue
         lines.append(f"| {n} | {fmt_s(best['seconds'])} | {best['rss_delta_kib'] / 1024:.0f} MiB | "
                      f"{best['peak_delta_kib'] / 1024:.0f} MiB |")
+        if n == "qwen4exp":
+            q = best
     for n, why in skipped.items():
         lines.append(f"| {n} | skipped: {why} | | |")
+    lines.append("")
+    imp = min((run_child("import", {}) for _ in range(2)), key=lambda r: r.get("seconds", 1e9))
+    if "seconds" in imp:
+        lines.append(f"`import qwen4exp` alone: {fmt_s(imp['seconds'])}, {imp['rss_delta_kib'] / 1024:.1f} MiB; "
+                     f"heavy modules imported: {', '.join(imp['heavy']) or 'none'}.")
+    if q is not None:
+        met = (q["seconds"] < LOAD_TARGET_S and q["rss_delta_kib"] / 1024 < LOAD_TARGET_MB and not q["heavy"])
+        lines.append(f"qwen4exp target (< {LOAD_TARGET_S * 1e3:.0f} ms, < {LOAD_TARGET_MB} MB beyond numpy, "
+                     f"no heavy imports): **{'met' if met else 'NOT met'}**"
+                     + (f" (heavy modules: {', '.join(q['heavy'])})" if q["heavy"] else ""))
+    lines.append("")
+    return lines
+
+
+def cli_section() -> list[str]:
+    lines = [
+        "## CLI end to end: `python -m qwen4exp batch IN.jsonl OUT.parquet --threads N`",
+        "",
+        "IN: every code and multilingual document as a {\"text\"} record and again as a "
+        "one-turn chat request. Throughput from the command's own summary (excludes process "
+        "start and tokenizer load).",
+        "",
+        "| threads | records/s | MB/s | tokens/s | wall incl. start |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    docs = batch_documents("mixed")
+    with tempfile.TemporaryDirectory(prefix="qwen4exp-bench-") as d:
+        src = Path(d) / "in.jsonl"
+        with open(src, "w", encoding="utf-8") as f:
+            for doc in docs:
+                f.write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"messages": [{"role": "user", "content": doc}],
+                                    "add_generation_prompt": True}, ensure_ascii=False) + "\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src")]
+                                            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        for threads in (1, 2):
+            log(f"cli batch x{threads}")
+            t0 = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "qwen4exp", "batch", str(src), str(Path(d) / "out.parquet"),
+                                "--threads", str(threads), "--progress", "never"],
+                               env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            m = re.search(r"in ([\d.]+) s: ([\d,]+) records/s, ([\d.,]+) MB/s, ([\d,]+) tokens/s", p.stderr)
+            if p.returncode != 0 or not m:
+                lines.append(f"| {threads} | failed: {p.stderr.strip().splitlines()[-1:]} | | | |")
+                continue
+            lines.append(f"| {threads} | {m.group(2)} | {m.group(3)} | {m.group(4)} | {wall:.2f} s |")
+    lines.append("")
+    return lines
+
+
+def targets_section(single, batch_ratios) -> list[str]:
+    """Issue 9's bar: qwen4exp against fastokens, from this run's numbers."""
+    lines = ["## qwen4exp against fastokens (the targets)", "",
+             "| measurement | corpus | qwen4exp / fastokens speed | target | |",
+             "| --- | --- | ---: | ---: | :---: |"]
+    rows = []
+    for c in common.THROUGHPUT_CORPORA:
+        q, f = single.get((c, "qwen4exp")), single.get((c, "fastokens"))
+        if q and f:
+            rows.append(("warm, fresh documents, 1 thread", c, q["warm"] / f["warm"], 1.25))
+            rows.append(("cold, 1 thread", c, q["cold"] / f["cold"], 1.0))
+    for c, r in batch_ratios.items():
+        rows.append(("encode_batch, 2 threads", c, r, 1.25))
+    if not rows:
+        return []
+    for what, c, r, target in rows:
+        lines.append(f"| {what} | {c} | {r:.2f}× | {target:.2f}× | {'met' if r >= target else '**not met**'} |")
     lines.append("")
     return lines
 
@@ -337,6 +539,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--no-long-word", action="store_true")
     ap.add_argument("--no-parity", action="store_true")
+    ap.add_argument("--cli", action="store_true", help="also time the `qwen4exp batch` command end to end")
     ap.add_argument("--output", help="write the markdown here as well")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -345,6 +548,8 @@ def main(argv=None) -> int:
         job = json.loads(a.child)
         if job["kind"] == "load":
             out = child_load(job["peer"])
+        elif job["kind"] == "import":
+            out = child_import_only()
         elif job["kind"] == "batch":
             out = child_batch(job["peer"], job["threads"], job["rounds"], job["corpora"])
         else:
@@ -369,14 +574,17 @@ def main(argv=None) -> int:
 
     out = ["# qwen4exp encode benchmarks", ""]
     out += environment_section(loaded, skipped)
-    tp_lines, _ = throughput_section(loaded, skipped, ref_ids, a.rounds)
+    tp_lines, single = throughput_section(loaded, skipped, ref_ids, a.rounds)
+    batch_lines, batch_ratios = batch_section(loaded, a.batch_rounds) if not a.no_batch else ([], {})
+    out += targets_section(single, batch_ratios)
     out += tp_lines
     if not a.no_long_word:
         out += long_word_section(loaded, a.rounds, a.long_word_budget)
-    if not a.no_batch:
-        out += batch_section(loaded, a.batch_rounds)
+    out += batch_lines
     if not a.no_load:
         out += load_section(list(loaded), skipped)
+    if a.cli:
+        out += cli_section()
     if not a.no_parity:
         out += parity_section(loaded, ref)
     if skipped:

@@ -1,16 +1,20 @@
 # Byte-level BPE with merge ranks: merges keyed (left id, right id) -> (rank, new id),
-# a bounded per-worker cache of piece bytes -> ids, and a heap for long pieces;
+# a bounded per-worker cache of piece bytes -> ids, an array method for short
+# pieces and linked-list methods for long ones (rank buckets, O(n); else a heap);
 # optionally HF's ignore_merges (a whole-piece vocabulary lookup first).
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from qwen4exp._idvec cimport IdVec
 
 cdef enum:
-    CACHE_KEY_MAX = 30      # pieces longer than this are not cached
-    CACHE_IDS_MAX = 8       # nor pieces that need more ids than this
+    CACHE_KEY_MAX = 128     # pieces longer than this are not cached
+    CACHE_IDS_MAX = 64      # nor pieces that need more ids than this
+    INLINE_KEY = 24         # a cached word this long or shorter keeps its bytes in its slot
+    INLINE_IDS = 6          # and its ids, when it has this many or fewer
+    CACHE_POOL_PER_WORD = 16  # bytes of pool per cached word, for the longer ones
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
-    PAIR_BITS = 12          # the per-worker pair-rank cache has 2**PAIR_BITS slots (32 KiB)
+    PAIR_BITS = 16          # the per-worker pair-rank cache has 2**PAIR_BITS slots (512 KiB)
 
 
 cdef enum:
@@ -20,11 +24,13 @@ cdef enum:
 cdef struct BpeModel:
     # Open-addressing table of 8-byte slots, (left << 40 | right << 20 | rank),
     # all ones when free: small enough to stay in cache where 16-byte slots
-    # would not. The new id of a merge is merge_new[rank].
+    # would not. The new id of a merge is merge_new[rank], or rank + id_base
+    # when the vocabulary numbers merged tokens in rank order (Qwen does).
     uint64_t *slots
     uint64_t mask           # number of slots - 1 (power of two)
     int shift               # 64 - log2(number of slots)
     int32_t *merge_new      # rank -> id of the merged token
+    int32_t id_base         # merge_new[r] == r + id_base for every r, or -1
     Py_ssize_t n_merges
     bint monotone           # every merge's parts were made by lower ranks (see merge_bucketed)
     int32_t byte_ids[256]   # id of each single-byte token
@@ -38,25 +44,45 @@ cdef struct BpeModel:
 
 
 cdef struct CacheSlot:
+    # One word of a worker's piece cache, one 64-byte cache line: a short word
+    # (klen <= INLINE_KEY, nids <= INLINE_IDS) is answered from the slot alone;
+    # a longer one keeps its bytes, then its ids (4-aligned), in the pool.
     uint64_t hash           # 0: empty
-    uint8_t klen
-    uint8_t nids
-    uint8_t key[CACHE_KEY_MAX]
-    int32_t ids[CACHE_IDS_MAX]
+    uint32_t offset         # pool offset (long words only)
+    uint16_t klen
+    uint16_t nids
+    uint8_t key[INLINE_KEY]
+    int32_t ids[INLINE_IDS]
+
+
+cdef union MergeQueue:
+    # One buffer, read by whichever long-piece method runs.
+    uint64_t *heap          # merge_long: (rank << 32 | position) entries of a 4-ary heap
+    uint64_t *buckets       # merge_bucketed: (position << 32 | next entry of its rank) entries
 
 
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
-    CacheSlot *cache
-    uint64_t cache_mask
+    # The piece cache is open-addressed (at most half full), with a pool for
+    # the long words; when either is full it is emptied in one step rather
+    # than evicting word by word.
+    CacheSlot *cache        # 64-byte aligned, inside cache_block
+    void *cache_block
+    uint64_t cache_mask     # number of slots - 1 (two slots per word)
+    Py_ssize_t cache_words  # words cached now
+    Py_ssize_t cache_limit  # words cached at most (0: no cache)
+    uint8_t *pool
+    Py_ssize_t pool_len
+    Py_ssize_t pool_cap
+    int32_t short_rank[SHORT_PIECE]  # array method: rank of each adjacent pair
     int32_t *sym            # symbol ids of the piece being merged
-    int32_t *aux            # ranks (array method) / prev links (heap method)
-    int32_t *nxt            # next links (heap method)
-    uint64_t *heap          # heap: (rank << 32 | position); buckets: (position << 32 | link)
-    Py_ssize_t scratch_cap  # capacity of sym/aux/nxt (heap holds 3x)
+    int32_t *prev           # linked methods: previous live symbol, -1 at the start
+    int32_t *nxt            # linked methods: next live symbol, -1 at the end
+    MergeQueue queue        # holds 3x scratch_cap entries
+    Py_ssize_t scratch_cap  # capacity of sym/prev/nxt
     int32_t *bucket_head    # rank -> first entry, -1 when empty (allocated on first use)
     uint64_t *bucket_bits   # one bit per non-empty bucket
-    uint64_t *pairs         # small direct-mapped cache of merge-table lookups (L1-sized)
+    uint64_t *pairs         # direct-mapped cache of merge-table lookups (L2-sized)
 
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
@@ -64,8 +90,11 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
 cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                                  Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
-cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil
+cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil
 cdef void worker_free(Worker *w) noexcept nogil
+cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil
+cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
+                           IdVec *out) noexcept nogil
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil

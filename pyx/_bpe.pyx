@@ -7,10 +7,16 @@ only other pieces are merged.
 
 At every step the adjacent pair with the lowest merge rank is merged, the
 leftmost one among equals. Short pieces use an array of pair ranks (cheap,
-cache friendly); long pieces use a min-heap of (rank, position) with lazy
-invalidation over a linked list, so one 200,000-byte word costs O(n log n).
+cache friendly); long pieces use a linked list with lazily invalidated
+entries, queued in rank buckets scanned once forward (O(n), for merge tables
+whose ranks only grow within a word, as Qwen's do) or else in a 4-ary
+min-heap of (rank, position) (O(n log n)). So one 200,000-byte word stays
+linear.
+
+Pieces already seen are answered from the worker's piece cache (see Worker
+in _bpe.pxd), which is emptied, not evicted, when full.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
@@ -37,6 +43,13 @@ cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept
         if slot == EMPTY_SLOT:
             return INT32_MAX
         i = (i + 1) & m.mask
+
+
+cdef inline int32_t merged_id(const BpeModel *m, int32_t r) noexcept nogil:
+    """Id of the token merge rank r makes."""
+    if m.id_base >= 0:
+        return r + m.id_base
+    return m.merge_new[r]
 
 
 cdef inline int32_t pair_rank(const BpeModel *m, Worker *w, int32_t a, int32_t b) noexcept nogil:
@@ -83,8 +96,11 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     memcpy(m.byte_ids, byte_ids, 256 * sizeof(int32_t))
     m.n_merges = n_merges
     m.monotone = merges_are_monotone(merges, n_merges)
+    m.id_base = merges[2] if n_merges > 0 else -1
     for r in range(n_merges):
         m.merge_new[r] = merges[3 * r + 2]
+        if m.merge_new[r] != r + m.id_base:
+            m.id_base = -1
         key = pair_key(merges[3 * r], merges[3 * r + 1])
         i = (key * GOLDEN) >> m.shift
         while m.slots[i] != EMPTY_SLOT and (m.slots[i] >> ID_BITS) != key:
@@ -173,22 +189,28 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     m.whole = NULL
 
 
-cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
-    """cache_slots must be a power of two (0 disables the cache)."""
+cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil:
+    """cache_words must be a power of two (0 disables the cache)."""
     memset(w, 0, sizeof(Worker))
-    if cache_slots > <Py_ssize_t> (PY_SSIZE_T_MAX // sizeof(CacheSlot)):
+    if cache_words > <Py_ssize_t> (PY_SSIZE_T_MAX // (2 * sizeof(CacheSlot) + CACHE_POOL_PER_WORD)):
         return -1
+    if cache_words > 0 and <uint64_t> cache_words * CACHE_POOL_PER_WORD > 0xFFFFFFFFULL:
+        return -1  # pool offsets are 32-bit
     w.pairs = <uint64_t *> q4_malloc((1 << PAIR_BITS) * sizeof(uint64_t))
     if w.pairs == NULL:
         return -1
     memset(w.pairs, 0xFF, (1 << PAIR_BITS) * sizeof(uint64_t))
-    if cache_slots > 0:
-        w.cache = <CacheSlot *> q4_malloc(<size_t> cache_slots * sizeof(CacheSlot))
-        if w.cache == NULL:
-            q4_free(w.pairs)
-            w.pairs = NULL
+    if cache_words > 0:
+        # One slot per cache line: align the table to 64 bytes (malloc gives 16).
+        w.cache_block = q4_malloc(<size_t> cache_words * 2 * sizeof(CacheSlot) + 64)
+        w.pool = <uint8_t *> q4_malloc(<size_t> cache_words * CACHE_POOL_PER_WORD)
+        if w.cache_block == NULL or w.pool == NULL:
+            worker_free(w)
             return -1
-        w.cache_mask = <uint64_t> cache_slots - 1
+        w.cache = <CacheSlot *> ((<size_t> w.cache_block + 63) & ~(<size_t> 63))
+        w.cache_mask = <uint64_t> cache_words * 2 - 1
+        w.cache_limit = cache_words
+        w.pool_cap = cache_words * CACHE_POOL_PER_WORD
         worker_flush(w)
     return 0
 
@@ -196,27 +218,27 @@ cdef int worker_init(Worker *w, Py_ssize_t cache_slots) noexcept nogil:
 cdef void worker_flush(Worker *w) noexcept nogil:
     if w.cache != NULL:
         memset(w.cache, 0, <size_t> (w.cache_mask + 1) * sizeof(CacheSlot))
+    w.cache_words = 0
+    w.pool_len = 0
 
 
 cdef void worker_free(Worker *w) noexcept nogil:
-    q4_free(w.cache)
-    q4_free(w.sym)
-    q4_free(w.aux)
-    q4_free(w.nxt)
-    q4_free(w.heap)
+    q4_free(w.cache_block)
+    q4_free(w.pool)
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)
     q4_free(w.pairs)
+    release_scratch(w)
     memset(w, 0, sizeof(Worker))
 
 
 cdef void release_scratch(Worker *w) noexcept nogil:
     q4_free(w.sym)
-    q4_free(w.aux)
+    q4_free(w.prev)
     q4_free(w.nxt)
-    q4_free(w.heap)
-    w.sym = w.aux = w.nxt = NULL
-    w.heap = NULL
+    q4_free(w.queue.heap)
+    w.sym = w.prev = w.nxt = NULL
+    w.queue.heap = NULL
     w.scratch_cap = 0
 
 
@@ -234,63 +256,101 @@ cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
     if p == NULL:
         return -1
     w.sym = <int32_t *> p
-    p = q4_realloc(w.aux, <size_t> cap * sizeof(int32_t))
+    p = q4_realloc(w.prev, <size_t> cap * sizeof(int32_t))
     if p == NULL:
         return -1
-    w.aux = <int32_t *> p
+    w.prev = <int32_t *> p
     p = q4_realloc(w.nxt, <size_t> cap * sizeof(int32_t))
     if p == NULL:
         return -1
     w.nxt = <int32_t *> p
-    p = q4_realloc(w.heap, <size_t> cap * 3 * sizeof(uint64_t))
+    p = q4_realloc(w.queue.heap, <size_t> cap * 3 * sizeof(uint64_t))
     if p == NULL:
         return -1
-    w.heap = <uint64_t *> p
+    w.queue.heap = <uint64_t *> p
     w.scratch_cap = cap
     return 0
 
 
+cdef extern from *:
+    """
+    #include <string.h>
+    /* The n bytes at p (1 <= n <= 8) as one word, reading only p[0:n]: the
+       first and last four (overlapping below 8), or first, middle and last
+       byte below 4. For a given n this determines every byte. */
+    static inline uint64_t q4_word_of(const unsigned char *p, Py_ssize_t n) {
+        uint32_t a, b;
+        if (n >= 4) {
+            memcpy(&a, p, 4);
+            memcpy(&b, p + n - 4, 4);
+            return ((uint64_t) b << 32) | a;
+        }
+        return (uint64_t) p[0] | ((uint64_t) p[n >> 1] << 8) | ((uint64_t) p[n - 1] << 16);
+    }
+    static inline uint64_t q4_load8(const unsigned char *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return w;
+    }
+    """
+    uint64_t q4_word_of(const uint8_t *p, Py_ssize_t n) nogil
+    uint64_t q4_load8(const uint8_t *p) nogil
+
+
 cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Hash of p[0:n], n >= 1 (pieces are short: no call, no byte loop)."""
     cdef uint64_t h = <uint64_t> n * GOLDEN
-    cdef uint64_t word
     cdef Py_ssize_t i = 0
-    while i + 8 <= n:
-        memcpy(&word, p + i, 8)
-        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
-        h ^= h >> 31
-        i += 8
-    if i < n:
-        word = 0
-        memcpy(&word, p + i, <size_t> (n - i))
-        h = (h ^ word) * 0x94D049BB133111EBULL
-        h ^= h >> 29
+    if n <= 8:
+        h = (h ^ q4_word_of(p, n)) * 0xBF58476D1CE4E5B9ULL
+    else:
+        while i + 8 < n:
+            h = (h ^ q4_load8(p + i)) * 0xBF58476D1CE4E5B9ULL
+            h ^= h >> 31
+            i += 8
+        h = (h ^ q4_load8(p + n - 8)) * 0x94D049BB133111EBULL  # the last 8, overlapping
+    h ^= h >> 29
     h *= GOLDEN
     h ^= h >> 32
     return h | 1  # 0 marks an empty slot
 
 
+cdef inline bint same_bytes(const uint8_t *a, const uint8_t *b, Py_ssize_t n) noexcept nogil:
+    """a[0:n] == b[0:n] for n >= 1, without a call for the short keys of the cache."""
+    if n <= 8:
+        return q4_word_of(a, n) == q4_word_of(b, n)
+    if n <= 16:
+        return q4_load8(a) == q4_load8(b) and q4_load8(a + n - 8) == q4_load8(b + n - 8)
+    return memcmp(a, b, <size_t> n) == 0
+
+
 cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
-    """Array method for short pieces: merges w.sym[0:k] in place (w.aux holds
-    the rank of each adjacent pair); returns the number of symbols left."""
+    """Array method for short pieces (k < SHORT_PIECE): merges w.sym[0:k] in
+    place, w.short_rank holding the rank of each adjacent pair; returns the
+    number of symbols left. Plain loops, not memmove/branchy argmin: at these
+    sizes the minimum vectorizes and the moves are a few words."""
     cdef int32_t *sym = w.sym
-    cdef int32_t *rank = w.aux
+    cdef int32_t *rank = w.short_rank
     cdef Py_ssize_t j, best
-    cdef int32_t best_rank
+    cdef int32_t best_rank, r
     for j in range(k - 1):
         rank[j] = pair_rank(m, w, sym[j], sym[j + 1])
     while k > 1:
-        best = -1
         best_rank = INT32_MAX
         for j in range(k - 1):
-            if rank[j] < best_rank:
-                best_rank = rank[j]
-                best = j
-        if best < 0:
+            r = rank[j]
+            best_rank = r if r < best_rank else best_rank
+        if best_rank == INT32_MAX:
             break
-        sym[best] = m.merge_new[best_rank]
-        memmove(&sym[best + 1], &sym[best + 2], <size_t> (k - best - 2) * sizeof(int32_t))
-        memmove(&rank[best], &rank[best + 1], <size_t> (k - best - 2) * sizeof(int32_t))
+        best = 0
+        while rank[best] != best_rank:
+            best += 1
+        sym[best] = merged_id(m, best_rank)
         k -= 1
+        for j in range(best + 1, k):
+            sym[j] = sym[j + 1]
+        for j in range(best, k - 1):
+            rank[j] = rank[j + 1]
         if best > 0:
             rank[best - 1] = pair_rank(m, w, sym[best - 1], sym[best])
         if best < k - 1:
@@ -338,10 +398,10 @@ cdef inline uint64_t heap_pop(uint64_t *heap, Py_ssize_t *size) noexcept nogil:
 
 
 cdef inline void link_symbols(Worker *w, Py_ssize_t k) noexcept nogil:
-    """Doubly link w.sym[0:k] through w.aux (previous) and w.nxt (next)."""
+    """Doubly link w.sym[0:k] through w.prev and w.nxt."""
     cdef Py_ssize_t j
     for j in range(k):
-        w.aux[j] = <int32_t> (j - 1)
+        w.prev[j] = <int32_t> (j - 1)
         w.nxt[j] = <int32_t> (j + 1) if j + 1 < k else -1
 
 
@@ -350,10 +410,10 @@ cdef inline void join_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r,
     """Merge the pair at pos (rank r) in the linked symbol list; give the ranks
     of the two pairs it creates (INT32_MAX where there is none)."""
     cdef int32_t *sym = w.sym
-    cdef int32_t *prv = w.aux
+    cdef int32_t *prv = w.prev
     cdef int32_t *nxt = w.nxt
     cdef int32_t right = nxt[pos]
-    cdef int32_t new_id = m.merge_new[r]
+    cdef int32_t new_id = merged_id(m, r)
     sym[pos] = new_id
     sym[right] = -1
     nxt[pos] = nxt[right]
@@ -370,9 +430,9 @@ cdef void merge_long(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     merge pushes at most two, so 2k entries always suffice.
     """
     cdef int32_t *sym = w.sym
-    cdef int32_t *prv = w.aux
+    cdef int32_t *prv = w.prev
     cdef int32_t *nxt = w.nxt
-    cdef uint64_t *heap = w.heap
+    cdef uint64_t *heap = w.queue.heap
     cdef Py_ssize_t size = 0, j
     cdef int32_t r, pos, right, left_rank, right_rank
     cdef uint64_t top
@@ -423,7 +483,7 @@ cdef extern from *:
 
 cdef inline void bucket_push(Worker *w, Py_ssize_t *count, Py_ssize_t *top_word, int32_t r,
                              int32_t pos) noexcept nogil:
-    w.heap[count[0]] = (<uint64_t> <uint32_t> pos << 32) | <uint32_t> w.bucket_head[r]
+    w.queue.buckets[count[0]] = (<uint64_t> <uint32_t> pos << 32) | <uint32_t> w.bucket_head[r]
     w.bucket_head[r] = <int32_t> count[0]
     count[0] += 1
     w.bucket_bits[r >> 6] |= 1ULL << (r & 63)
@@ -437,7 +497,7 @@ cdef inline void merge_pair(const BpeModel *m, Worker *w, int32_t pos, int32_t r
     cdef int32_t left_rank, right_rank
     join_pair(m, w, pos, r, &left_rank, &right_rank)
     if left_rank != INT32_MAX:
-        bucket_push(w, count, top_word, left_rank, w.aux[pos])
+        bucket_push(w, count, top_word, left_rank, w.prev[pos])
     if right_rank != INT32_MAX:
         bucket_push(w, count, top_word, right_rank, pos)
 
@@ -452,7 +512,7 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
     from its start, as the heap's (rank, position) order would.
     """
     cdef int32_t *sym = w.sym
-    cdef int32_t *prv = w.aux
+    cdef int32_t *prv = w.prev
     cdef int32_t *nxt = w.nxt
     cdef Py_ssize_t count = 0, top_word = 0, word, j
     cdef int32_t r, e, pos, q, x
@@ -472,7 +532,7 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
         e = w.bucket_head[r]
         w.bucket_head[r] = -1
         while e >= 0:
-            entry = w.heap[e]
+            entry = w.queue.buckets[e]
             pos = <int32_t> (entry >> 32)
             e = <int32_t> <uint32_t> (entry & 0xFFFFFFFFULL)
             if sym[pos] < 0 or nxt[pos] < 0 or merge_rank(m, sym[pos], sym[nxt[pos]]) != r:
@@ -489,20 +549,86 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
                 q = nxt[q]
 
 
-cdef inline void cache_store(CacheSlot *slot, uint64_t h, const uint8_t *p, Py_ssize_t n,
+cdef inline const uint8_t *slot_key(const Worker *w, const CacheSlot *slot) noexcept nogil:
+    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
+        return slot.key
+    return w.pool + slot.offset
+
+
+cdef inline const int32_t *slot_ids(const Worker *w, const CacheSlot *slot) noexcept nogil:
+    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
+        return slot.ids
+    return <const int32_t *> (w.pool + slot.offset + ((slot.klen + 3) & ~3))
+
+
+cdef inline CacheSlot *cache_find(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
+    """The slot holding piece p[0:n] (hash h), or the empty slot where it would go."""
+    cdef uint64_t i = h & w.cache_mask
+    cdef CacheSlot *slot
+    while True:
+        slot = &w.cache[i]
+        if slot.hash == h and slot.klen == n and same_bytes(slot_key(w, slot), p, n):
+            return slot
+        if slot.hash == 0:
+            return slot
+        i = (i + 1) & w.cache_mask
+
+
+cdef inline void cache_store(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h, CacheSlot *slot,
                              const int32_t *ids, Py_ssize_t k) noexcept nogil:
+    """Remember ids[0:k] for piece p[0:n] in slot (from cache_find); when the
+    slots or the pool are full, empty the whole cache first."""
+    cdef bint inline_ = n <= INLINE_KEY and k <= INLINE_IDS
+    cdef Py_ssize_t key_room = (n + 3) & ~(<Py_ssize_t> 3)
+    cdef Py_ssize_t need = 0 if inline_ else key_room + k * <Py_ssize_t> sizeof(int32_t)
+    if need > w.pool_cap:
+        return  # a small cache: this word alone would not fit
+    if w.cache_words >= w.cache_limit or w.pool_len + need > w.pool_cap:
+        worker_flush(w)
+        slot = cache_find(w, p, n, h)
     slot.hash = h
-    slot.klen = <uint8_t> n
-    slot.nids = <uint8_t> k
-    memcpy(slot.key, p, <size_t> n)
-    memcpy(slot.ids, ids, <size_t> k * sizeof(int32_t))
+    slot.klen = <uint16_t> n
+    slot.nids = <uint16_t> k
+    if inline_:
+        memcpy(slot.key, p, <size_t> n)
+        memcpy(slot.ids, ids, <size_t> k * sizeof(int32_t))
+    else:
+        slot.offset = <uint32_t> w.pool_len
+        memcpy(w.pool + w.pool_len, p, <size_t> n)
+        memcpy(w.pool + w.pool_len + key_room, ids, <size_t> k * sizeof(int32_t))
+        w.pool_len += need
+    w.cache_words += 1
+
+
+cdef extern from *:
+    """
+    #define q4_prefetch(p) __builtin_prefetch((p), 0, 3)
+    """
+    void q4_prefetch(const void *p) nogil
+
+
+cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Hash of piece p[0:n] for bpe_encode_hashed (0: it is not cached), and
+    start loading its cache slot: the encode loop calls this one piece ahead,
+    so that the slot arrives while the previous piece is encoded."""
+    cdef uint64_t h
+    if w.cache == NULL or n < 2 or n > CACHE_KEY_MAX:
+        return 0
+    h = hash_bytes(p, n)
+    q4_prefetch(&w.cache[h & w.cache_mask])
+    return h
 
 
 cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           IdVec *out) noexcept nogil:
     """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
+    return bpe_encode_hashed(m, w, p, n, bpe_prefetch(w, p, n), out)
+
+
+cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
+                           IdVec *out) noexcept nogil:
+    """bpe_encode_piece with h = bpe_prefetch(w, p, n), computed earlier."""
     cdef CacheSlot *slot = NULL
-    cdef uint64_t h = 0
     cdef Py_ssize_t j, k
     cdef int32_t t
     if n == 1:
@@ -511,24 +637,24 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
         out.data[out.len] = m.byte_ids[p[0]]
         out.len += 1
         return 0
-    if w.cache != NULL and n <= CACHE_KEY_MAX:
-        h = hash_bytes(p, n)
-        slot = &w.cache[(h >> 1) & w.cache_mask]  # bit 0 of h is always set: skip it
-        if slot.hash == h and slot.klen == n and memcmp(slot.key, p, <size_t> n) == 0:
-            if idvec_reserve(out, slot.nids) < 0:
+    if h != 0:
+        slot = cache_find(w, p, n, h)
+        if slot.hash != 0:
+            k = slot.nids
+            if idvec_reserve(out, k) < 0:
                 return -1
-            memcpy(out.data + out.len, slot.ids, slot.nids * sizeof(int32_t))
-            out.len += slot.nids
+            memcpy(out.data + out.len, slot_ids(w, slot), <size_t> k * sizeof(int32_t))
+            out.len += k
             return 0
     if m.whole != NULL and n <= m.whole_max:
-        t = whole_token(m, p, n, h if slot != NULL else hash_bytes(p, n))
+        t = whole_token(m, p, n, h if h != 0 else hash_bytes(p, n))
         if t >= 0:
             if idvec_reserve(out, 1) < 0:
                 return -1
             out.data[out.len] = t
             out.len += 1
             if slot != NULL:
-                cache_store(slot, h, p, n, &t, 1)
+                cache_store(w, p, n, h, slot, &t, 1)
             return 0
     if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:
         return -1
@@ -555,5 +681,5 @@ cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
     if n > SCRATCH_KEEP:
         release_scratch(w)  # a huge word must not pin its ~36 bytes per byte of scratch
     if slot != NULL and k <= CACHE_IDS_MAX:
-        cache_store(slot, h, p, n, out.data + out.len - k, k)
+        cache_store(w, p, n, h, slot, out.data + out.len - k, k)
     return 0

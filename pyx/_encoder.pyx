@@ -15,7 +15,7 @@ from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import numpy as np
@@ -24,7 +24,7 @@ from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            worker_init, worker_flush, worker_free, bpe_encode_piece)
+                            worker_init, worker_flush, worker_free, bpe_prefetch, bpe_encode_hashed)
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry
@@ -44,7 +44,7 @@ cdef class NativeTokenizer:
     cdef const uint8_t *token_bytes
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
-    cdef readonly Py_ssize_t cache_slots
+    cdef readonly Py_ssize_t cache_words
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef Worker **pool
     cdef Py_ssize_t pool_len
@@ -58,7 +58,7 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_slots=32768, *, bint marks=False, bint ignore_merges=False):
+                 Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
@@ -68,9 +68,9 @@ cdef class NativeTokenizer:
         cdef const int32_t[::1] ai = np.ascontiguousarray(atom_ids, dtype=np.int32)
         cdef int32_t byte_ids[256]
         cdef Py_ssize_t i, j
-        if cache_slots < 0 or (cache_slots & (cache_slots - 1)) != 0:
-            raise ValueError("cache_slots must be 0 or a power of two")
-        self.cache_slots = cache_slots
+        if cache_words < 0 or (cache_words & (cache_words - 1)) != 0:
+            raise ValueError("cache_words must be 0 or a power of two")
+        self.cache_words = cache_words
         self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
@@ -128,7 +128,7 @@ cdef class NativeTokenizer:
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             return NULL
-        if worker_init(w, self.cache_slots) < 0:
+        if worker_init(w, self.cache_words) < 0:
             q4_free(w)
             return NULL
         return w
@@ -152,13 +152,28 @@ cdef class NativeTokenizer:
     # -- the nogil loops ---------------------------------------------------------
 
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
-        cdef Py_ssize_t i = 0, e
-        while i < n:
-            e = piece_end(s, n, i, self.letters)
-            if bpe_encode_piece(&self.model, w, s + i, e - i, out) < 0:
+        """Pre-tokenize and BPE, two pieces ahead: a piece's cache slot is
+        requested (bpe_prefetch) two pieces before it is encoded, so that a
+        run of cache hits does not wait on memory."""
+        cdef Py_ssize_t start = 0, e0, e1 = n, e2 = n
+        cdef uint64_t h0, h1 = 0, h2 = 0
+        if n == 0:
+            return RC_OK
+        e0 = piece_end(s, n, 0, self.letters)
+        h0 = bpe_prefetch(w, s, e0)
+        if e0 < n:
+            e1 = piece_end(s, n, e0, self.letters)
+            h1 = bpe_prefetch(w, s + e0, e1 - e0)
+        while True:
+            if e1 < n:
+                e2 = piece_end(s, n, e1, self.letters)
+                h2 = bpe_prefetch(w, s + e1, e2 - e1)
+            if bpe_encode_hashed(&self.model, w, s + start, e0 - start, h0, out) < 0:
                 return RC_NO_MEMORY
-            i = e
-        return RC_OK
+            if e0 >= n:
+                return RC_OK
+            start, e0, h0 = e0, e1, h1
+            e1, h1 = e2, h2
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""

@@ -15,7 +15,6 @@ from libc.string cimport memcpy, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
-from qwen4exp._unicode cimport q4_cclass
 
 cdef extern from "unicode_tables.h" nogil:
     ctypedef struct q4_nf_rec:
@@ -358,10 +357,3 @@ def is_nfc(str s):
     with nogil:
         r = utf8_is_nfc(p, n)
     return r
-
-
-def char_class(int cp):
-    """q4_cclass(cp) bits (test hook): 1 L, 2 N, 4 WS, 8 CRLF, 16 M."""
-    if cp < 0 or cp > 0x10FFFF:
-        raise ValueError("code point out of range")
-    return q4_cclass(<uint32_t>cp)

@@ -151,3 +151,10 @@ def split(str text, bint marks=False):
         pieces.append(data[i:e].decode("utf-8"))
         i = e
     return pieces
+
+
+def char_class(int cp):
+    """Test hook: the patterns' class bits of code point cp (1 L, 2 N, 4 WS, 8 CRLF, 16 M)."""
+    if cp < 0 or cp > 0x10FFFF:
+        raise ValueError("code point out of range")
+    return q4_cclass(<unsigned int> cp)

@@ -119,6 +119,23 @@ def test_corpus_lines_and_whole(tok, hf_plain, name):
     assert_same(tok, hf_plain, [text[i : i + 65536] for i in range(0, len(text), 65536)])
 
 
+@pytest.mark.parametrize("cache_size", [4, 64, 2048])
+def test_small_caches_fill_and_empty(hf_plain, cache_size):
+    """Word caches far smaller than the text, so they fill and are emptied again
+    and again; words around every storage boundary (bytes kept in the slot or
+    in the pool, few or many ids, too long to cache), each seen twice so that
+    the second one is answered from the cache."""
+    import qwen4exp
+
+    tok = qwen4exp.Tokenizer(cache_size=cache_size)
+    words = [" " + "".join(chr(0x61 + (i * 7 + j * 3) % 26) for j in range(n)) for i, n in
+             enumerate(range(1, 140))]
+    words += [" " + "中文字" * k for k in range(1, 50)]        # 3-byte letters, many ids
+    words += [" " + "क्ष" * k for k in range(1, 20)]        # Devanagari with a virama
+    docs = ["".join(words[i::7]) for i in range(7)] + list(corpora.multilingual_documents()[:40])
+    assert_same(tok, hf_plain, docs + docs, threads=1)
+
+
 @pytest.mark.parametrize("n", [20_000, 200_000])
 def test_long_words(tok, hf_plain, n):
     assert_same(tok, hf_plain, [corpora.long_word(n), "x" * n, "-" * n, "中" * n, " " * n, "\n" * n, "1" * n,

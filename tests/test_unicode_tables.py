@@ -43,7 +43,7 @@ import os
 import numpy as np
 import pytest
 
-from qwen4exp._normalize import char_class
+from qwen4exp._pretokenize import char_class
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The split pattern docs/FORMAT.md (section 2) states; the test below checks the

@@ -30,7 +30,7 @@ __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _INT64_MAX = 2**63 - 1
-_CACHE_MAX = 1 << 22  # words per worker cache (each slot is 72 bytes: 288 MiB at most)
+_CACHE_MAX = 1 << 22  # words per worker cache (144 bytes each: two 64-byte slots, 16 of pool; 576 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 # One message per native geometry code (pyx/_geometry.pxd, GeoCode).
@@ -207,7 +207,7 @@ class Tokenizer:
             arrays["atom_bytes"],
             arrays["atom_offsets"],
             arrays["atom_ids"],
-            cache_slots=slots,
+            cache_words=slots,
             marks=bool(arrays["marks"][0]),
             ignore_merges=bool(arrays["ignore_merges"][0]),
         )
