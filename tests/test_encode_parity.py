@@ -88,7 +88,7 @@ def test_non_ascii_scalars_in_every_context(tok, hf_plain):
 
 
 def test_every_mark_in_every_context(tok, hf_plain):
-    from qwen4exp._normalize import char_class
+    from qwen4exp._pretokenize import char_class
 
     picked = [cp for cp in SCALARS if char_class(cp) & 16] + SCALARS[::211]  # 16: \p{M}
     assert len(picked) > 2500
@@ -120,14 +120,14 @@ def test_corpus_lines_and_whole(tok, hf_plain, name):
 
 
 @pytest.mark.parametrize("cache_size", [4, 64, 2048])
-def test_small_caches_fill_and_empty(hf_plain, cache_size):
+def test_small_caches_fill_and_empty(hf_plain, vocab, cache_size):
     """Word caches far smaller than the text, so they fill and are emptied again
     and again; words around every storage boundary (bytes kept in the slot or
     in the pool, few or many ids, too long to cache), each seen twice so that
     the second one is answered from the cache."""
     import qwen4exp
 
-    tok = qwen4exp.Tokenizer(cache_size=cache_size)
+    tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
     words = [" " + "".join(chr(0x61 + (i * 7 + j * 3) % 26) for j in range(n)) for i, n in
              enumerate(range(1, 140))]
     words += [" " + "中文字" * k for k in range(1, 50)]        # 3-byte letters, many ids
