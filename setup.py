@@ -20,8 +20,8 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYX = os.path.join(HERE, "pyx")
 VOCAB = os.path.join(HERE, "vocab")
-DATA_FILES = ("tokenizer.json", "tokenizer_config.json", "NOTICE")
-COMPILED = "qwen3.npz"
+# vocab/ files copied into the package beside the compiled vocabularies.
+DATA_FILES = ("tokenizer.json", "tokenizer_config.json", "NOTICE", "qwen3.6/NOTICE")
 
 
 def _load_compiler():
@@ -33,16 +33,23 @@ def _load_compiler():
     return mod
 
 
+COMPILER = _load_compiler()
+COMPILED = tuple(out for out, _ in COMPILER.BUNDLED.values())
+
+
 def write_package_data(target_pkg_dir):
-    """Copy vocab/ into <pkg>/_data and compile its tokenizer.json."""
+    """Copy vocab/ files into <pkg>/_data and compile each bundled vocabulary."""
     data = os.path.join(target_pkg_dir, "_data")
-    os.makedirs(data, exist_ok=True)
     for name in DATA_FILES:
+        os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
         shutil.copyfile(os.path.join(VOCAB, name), os.path.join(data, name))
-    out = os.path.join(data, COMPILED)
-    src = os.path.join(VOCAB, "tokenizer.json")
-    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
-        _load_compiler().write_compiled(src, out)
+    for name, (compiled, source) in COMPILER.BUNDLED.items():
+        out = os.path.join(data, compiled)
+        src = os.path.join(VOCAB, source)
+        if not os.path.exists(out) or os.path.getmtime(out) < max(
+            os.path.getmtime(src), os.path.getmtime(COMPILER.__file__)
+        ):
+            COMPILER.write_arrays(COMPILER.compile_bundled(name, VOCAB), out)
 
 
 class BuildPy(build_py):
@@ -108,5 +115,5 @@ def extensions():
 setup(
     ext_modules=extensions(),
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + (COMPILED,)] + ["examples/*.json"]},
+    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + COMPILED] + ["examples/*.json"]},
 )

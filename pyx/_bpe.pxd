@@ -1,6 +1,7 @@
 # Byte-level BPE with merge ranks: merges keyed (left id, right id) -> (rank, new id),
 # a bounded per-worker cache of piece bytes -> ids, an array method for short
-# pieces and linked-list methods for long ones (rank buckets, O(n); else a heap).
+# pieces and linked-list methods for long ones (rank buckets, O(n); else a heap);
+# optionally HF's ignore_merges (a whole-piece vocabulary lookup first).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from qwen4exp._idvec cimport IdVec
 
@@ -33,6 +34,13 @@ cdef struct BpeModel:
     Py_ssize_t n_merges
     bint monotone           # every merge's parts were made by lower ranks (see merge_bucketed)
     int32_t byte_ids[256]   # id of each single-byte token
+    # ignore_merges (HF): a piece that is itself a token is that one token.
+    # Open addressing over token ids by their bytes; NULL when the flag is off.
+    int32_t *whole
+    uint64_t whole_mask
+    Py_ssize_t whole_max    # longest token, in bytes
+    const uint8_t *tok_bytes    # the token spellings (owned by the caller)
+    const int64_t *tok_offsets
 
 
 cdef struct CacheSlot:
@@ -79,6 +87,8 @@ cdef struct Worker:
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil
+cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+                                 Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
 cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil

@@ -1,5 +1,9 @@
 # cython: language_level=3
-"""Byte-level BPE over merge ranks (HF `tokenizers` semantics, ignore_merges=false).
+"""Byte-level BPE over merge ranks (HF `tokenizers` semantics).
+
+With ignore_merges (as TikTokenConverter's tokenizer.json files set it) a
+piece whose bytes are a token is that token, whatever the merges would make;
+only other pieces are merged.
 
 At every step the adjacent pair with the lowest merge rank is merged, the
 leftmost one among equals. Short pieces use an array of pair ranks (cheap,
@@ -134,11 +138,55 @@ cdef bint merges_are_monotone(const int32_t *merges, Py_ssize_t n_merges) noexce
     return ok
 
 
+cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+                                 Py_ssize_t n_vocab) noexcept nogil:
+    """Turn on ignore_merges: index the n_vocab token spellings (kept by the
+    caller for the model's lifetime) by their bytes. 0, or -1 if allocation fails."""
+    cdef uint64_t size = 1024
+    cdef uint64_t i
+    cdef Py_ssize_t t, n
+    while size < <uint64_t> n_vocab * 2:
+        size <<= 1
+    m.whole = <int32_t *> q4_malloc(size * sizeof(int32_t))
+    if m.whole == NULL:
+        return -1
+    memset(m.whole, 0xFF, size * sizeof(int32_t))
+    m.whole_mask = size - 1
+    m.tok_bytes = tok_bytes
+    m.tok_offsets = tok_offsets
+    m.whole_max = 0
+    for t in range(n_vocab):
+        n = tok_offsets[t + 1] - tok_offsets[t]
+        if n > m.whole_max:
+            m.whole_max = n
+        i = (hash_bytes(tok_bytes + tok_offsets[t], n) >> 1) & m.whole_mask  # bit 0 is always set
+        while m.whole[i] >= 0:
+            i = (i + 1) & m.whole_mask
+        m.whole[i] = <int32_t> t
+    return 0
+
+
+cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
+    """Id of the token spelled by p[0:n] (h = hash_bytes(p, n)), or -1."""
+    cdef uint64_t i = (h >> 1) & m.whole_mask
+    cdef int32_t t
+    while True:
+        t = m.whole[i]
+        if t < 0:
+            return -1
+        if (m.tok_offsets[t + 1] - m.tok_offsets[t] == n
+                and memcmp(m.tok_bytes + m.tok_offsets[t], p, <size_t> n) == 0):
+            return t
+        i = (i + 1) & m.whole_mask
+
+
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
     q4_free(m.merge_new)
+    q4_free(m.whole)
     m.slots = NULL
     m.merge_new = NULL
+    m.whole = NULL
 
 
 cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil:
@@ -582,6 +630,7 @@ cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ss
     """bpe_encode_piece with h = bpe_prefetch(w, p, n), computed earlier."""
     cdef CacheSlot *slot = NULL
     cdef Py_ssize_t j, k
+    cdef int32_t t
     if n == 1:
         if idvec_reserve(out, 1) < 0:
             return -1
@@ -596,6 +645,16 @@ cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ss
                 return -1
             memcpy(out.data + out.len, slot_ids(w, slot), <size_t> k * sizeof(int32_t))
             out.len += k
+            return 0
+    if m.whole != NULL and n <= m.whole_max:
+        t = whole_token(m, p, n, h if h != 0 else hash_bytes(p, n))
+        if t >= 0:
+            if idvec_reserve(out, 1) < 0:
+                return -1
+            out.data[out.len] = t
+            out.len += 1
+            if slot != NULL:
+                cache_store(w, p, n, h, slot, &t, 1)
             return 0
     if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:
         return -1

@@ -23,13 +23,14 @@ import numpy as np
 from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
-from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_free, worker_init,
-                            worker_flush, worker_free, bpe_prefetch, bpe_encode_hashed)
+from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
+                            worker_init, worker_flush, worker_free, bpe_prefetch, bpe_encode_hashed)
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end
+from qwen4exp._unicode cimport Q4_L, Q4_M
 
 cnp.import_array()
 
@@ -44,6 +45,7 @@ cdef class NativeTokenizer:
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
     cdef readonly Py_ssize_t cache_words
+    cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
@@ -56,7 +58,8 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_words=32768):
+                 Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False):
+        """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -68,6 +71,7 @@ cdef class NativeTokenizer:
         if cache_words < 0 or (cache_words & (cache_words - 1)) != 0:
             raise ValueError("cache_words must be 0 or a power of two")
         self.cache_words = cache_words
+        self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
             byte_ids[i] = -1
@@ -85,6 +89,8 @@ cdef class NativeTokenizer:
             i = bpe_model_init(&self.model, &mg[0, 0] if mg.shape[0] else NULL, mg.shape[0], byte_ids)
             j = atoms_init(&self.atoms, &ab[0] if ab.shape[0] else NULL, &ao[0], &ai[0] if ai.shape[0] else NULL,
                            ai.shape[0])
+            if i == 0 and ignore_merges:
+                i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
         if i == -2:
             raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
@@ -153,14 +159,14 @@ cdef class NativeTokenizer:
         cdef uint64_t h0, h1 = 0, h2 = 0
         if n == 0:
             return RC_OK
-        e0 = piece_end(s, n, 0)
+        e0 = piece_end(s, n, 0, self.letters)
         h0 = bpe_prefetch(w, s, e0)
         if e0 < n:
-            e1 = piece_end(s, n, e0)
+            e1 = piece_end(s, n, e0, self.letters)
             h1 = bpe_prefetch(w, s + e0, e1 - e0)
         while True:
             if e1 < n:
-                e2 = piece_end(s, n, e1)
+                e2 = piece_end(s, n, e1, self.letters)
                 h2 = bpe_prefetch(w, s + e1, e2 - e1)
             if bpe_encode_hashed(&self.model, w, s + start, e0 - start, h0, out) < 0:
                 return RC_NO_MEMORY

@@ -1,3 +1,6 @@
-# The Qwen pre-tokenizer as a hand-written scanner over valid UTF-8:
+# The Qwen pre-tokenizers as one hand-written scanner over valid UTF-8. Qwen3:
 # (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) noexcept nogil
+# Qwen3.5 puts \p{M} beside \p{L} in the letter run and outside the "other" run.
+# `letters` is Q4_L (Qwen3) or Q4_L | Q4_M (Qwen3.5).
+cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                          unsigned char letters) noexcept nogil

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The Qwen split pattern, matched the way Oniguruma matches it.
+"""The Qwen split patterns, matched the way Oniguruma matches them.
 
 Alternatives are tried in order at each position and the first that matches
 wins (leftmost, ordered, with backtracking only where the pattern needs it):
@@ -18,13 +18,19 @@ wins (leftmost, ordered, with backtracking only where the pattern needs it):
 7. `\s+`                             a single whitespace character before a
    non-space.
 
+The Qwen3.5 pattern differs only by `\p{M}`: alternative 2 is
+`[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+` and alternative 4 excludes marks from the
+"other" run. Both are one scanner: `letters` is the class of a letter run,
+Q4_L (Qwen3) or Q4_L | Q4_M (Qwen3.5). A mark may still be the optional
+prefix of alternative 2, but with Q4_M in `letters` it already starts a run.
+
 Input must be valid UTF-8 (the callers validate it); classes come from the
 generated tables in unicode_tables.h.
 """
-from qwen4exp._unicode cimport q4_cclass, Q4_L, Q4_N, Q4_WS, Q4_CRLF
+from qwen4exp._unicode cimport q4_cclass, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M
 
 cdef enum:
-    OTHER_MASK = Q4_L | Q4_N | Q4_WS
+    NOT_OTHER = Q4_N | Q4_WS          # with `letters`: what ends an "other" run
     NOT_PREFIX = Q4_L | Q4_N | Q4_CRLF
 
 
@@ -47,19 +53,21 @@ cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssiz
     return q4_cclass(cp)
 
 
-cdef inline Py_ssize_t letters_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j) noexcept nogil:
+cdef inline Py_ssize_t letters_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
+                                    unsigned char letters) noexcept nogil:
     cdef Py_ssize_t nj
     while j < n:
-        if not (class_at(s, j, &nj) & Q4_L):
+        if not (class_at(s, j, &nj) & letters):
             break
         j = nj
     return j
 
 
-cdef inline Py_ssize_t others_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j) noexcept nogil:
+cdef inline Py_ssize_t others_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
+                                   unsigned char not_other) noexcept nogil:
     cdef Py_ssize_t nj
     while j < n:
-        if class_at(s, j, &nj) & OTHER_MASK:
+        if class_at(s, j, &nj) & not_other:
             break
         j = nj
     return j
@@ -84,8 +92,10 @@ cdef inline Py_ssize_t contraction_end(const unsigned char *s, Py_ssize_t n, Py_
     return -1
 
 
-cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                          unsigned char letters) noexcept nogil:
     """End (exclusive byte offset) of the pre-token that starts at s[i], i < n."""
+    cdef unsigned char not_other = letters | NOT_OTHER
     cdef Py_ssize_t i1, j, nj, last_start, crlf_end
     cdef unsigned char c0 = class_at(s, i, &i1)
     cdef unsigned char c
@@ -94,18 +104,18 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) no
         r = contraction_end(s, n, i1)
         if r > 0:
             return r
-    if c0 & Q4_L:
-        return letters_end(s, n, i1)
+    if c0 & letters:
+        return letters_end(s, n, i1, letters)
     if not (c0 & NOT_PREFIX) and i1 < n:
-        if class_at(s, i1, &nj) & Q4_L:
-            return letters_end(s, n, nj)
+        if class_at(s, i1, &nj) & letters:
+            return letters_end(s, n, nj, letters)
     if c0 & Q4_N:
         return i1
     j = i
-    if s[i] == c' ' and i1 < n and not (class_at(s, i1, &nj) & OTHER_MASK):
+    if s[i] == c' ' and i1 < n and not (class_at(s, i1, &nj) & not_other):
         j = i1
-    if not (class_at(s, j, &nj) & OTHER_MASK):
-        j = others_end(s, n, nj)
+    if not (class_at(s, j, &nj) & not_other):
+        j = others_end(s, n, nj, not_other)
         while j < n and (s[j] == c'\r' or s[j] == c'\n'):
             j += 1
         return j
@@ -128,21 +138,23 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) no
     return last_start
 
 
-def split(str text):
-    """Test hook: the pre-tokens of `text` (no normalization), as str pieces."""
+def split(str text, bint marks=False):
+    """Test hook: the pre-tokens of `text` (no normalization), as str pieces;
+    `marks` selects the Qwen3.5 pattern."""
     cdef bytes data = text.encode("utf-8")
     cdef const unsigned char *s = data
     cdef Py_ssize_t n = len(data), i = 0, e
+    cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
     pieces = []
     while i < n:
-        e = piece_end(s, n, i)
+        e = piece_end(s, n, i, letters)
         pieces.append(data[i:e].decode("utf-8"))
         i = e
     return pieces
 
 
 def char_class(int cp):
-    """Test hook: the pattern's class bits of code point cp (1 L, 2 N, 4 WS, 8 CRLF)."""
+    """Test hook: the patterns' class bits of code point cp (1 L, 2 N, 4 WS, 8 CRLF, 16 M)."""
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError("code point out of range")
     return q4_cclass(<unsigned int> cp)

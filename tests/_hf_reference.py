@@ -26,17 +26,18 @@ TOKENIZER_JSON = os.path.join(REPO, "vocab", "tokenizer.json")
 
 
 @lru_cache(maxsize=None)
-def tokenizer_json() -> dict:
-    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+def tokenizer_json(path: str = TOKENIZER_JSON) -> dict:
+    with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
 @lru_cache(maxsize=None)
-def hf_plain():
-    """`tokenizers.Tokenizer` for DATA: the shipped tokenizer.json without added tokens."""
+def hf_plain(path: str = TOKENIZER_JSON):
+    """`tokenizers.Tokenizer` for DATA: a tokenizer.json (default: the shipped one)
+    without added tokens."""
     from tokenizers import Tokenizer
 
-    raw = dict(tokenizer_json())
+    raw = dict(tokenizer_json(path))
     raw["added_tokens"] = []
     return Tokenizer.from_str(json.dumps(raw))
 

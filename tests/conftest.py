@@ -78,3 +78,33 @@ def ray_cluster():
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     yield ray
     ray.shutdown()
+
+
+# -- Qwen3.5/3.6: the reference tokenizer.json is derived, not shipped -------------
+
+
+@pytest.fixture(scope="session")
+def qwen36_json(request):
+    """The reference tokenizer.json of "qwen3.6", kept in pytest's cache."""
+    from _qwen36_reference import reference_json
+
+    return reference_json(str(request.config.cache.mkdir("qwen36-reference")))
+
+
+@pytest.fixture(scope="session")
+def tok36():
+    import qwen4exp
+
+    return qwen4exp.Tokenizer("qwen3.6")
+
+
+@pytest.fixture(scope="session")
+def hf_plain36(qwen36_json):
+    return _hf_reference.hf_plain(qwen36_json)
+
+
+@pytest.fixture(scope="session")
+def hf_full36(qwen36_json):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(qwen36_json)

@@ -88,3 +88,30 @@ def test_encode_chats_batch_equals_single(tok):
     chats = [render(CASES[n]["request"]) for n in ACCEPTED] * 3
     batch = tok.encode_chats(chats, num_threads=2)
     assert [b.tolist() for b in batch] == [tok.encode_chat(c).tolist() for c in chats]
+
+
+@pytest.fixture(scope="module", params=["qwen3", "qwen3.6"])
+def tok_and_hf(request):
+    """Each bundled vocabulary with its HF reference (added tokens included)."""
+    if request.param == "qwen3.6":
+        return request.getfixturevalue("tok36"), request.getfixturevalue("hf_full36")
+    return request.getfixturevalue("tok"), request.getfixturevalue("hf_full")
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_both_vocabularies(tok_and_hf, name):
+    """render_chat + encode_chat over either vocabulary: the harmless twin's ids are
+    HF's ids of the reference text (its markers resolve to this vocabulary's atom
+    ids), and the case itself has the same atom ids, one per template marker."""
+    tok, hf = tok_and_hf
+    request = CASES[name]["request"]
+    twin = ref.harmless_twin(request)
+    twin_ids = tok.encode_chat(render(twin)).tolist()
+    assert twin_ids == hf.encode(ref.reference_text(twin), add_special_tokens=False).ids
+    chat = render(request)
+    ids = tok.encode_chat(chat).tolist()
+    atom_ids = set(tok.atoms.values())
+    markers = [m for s, e, k in chat.segments if k is Kind.TRUSTED_CONTROL
+               for m in ref._MARKER_RE.findall(chat.data[s:e].decode())]
+    assert [i for i in ids if i in atom_ids] == [tok.atoms[m] for m in markers]
+    assert [i for i in ids if i in atom_ids] == [i for i in twin_ids if i in atom_ids]

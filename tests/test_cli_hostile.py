@@ -278,7 +278,7 @@ _DELETE = object()
 TAMPERED = [
     ("model", [_DELETE, None, [], "BPE", 5]),
     ("model.type", [_DELETE, "WordPiece", 3]),
-    ("model.ignore_merges", [True]),
+    ("model.ignore_merges", ["yes", 2, [True]]),
     ("model.vocab", [_DELETE, None, [], "x", {}, {"a": 0}]),
     ("model.vocab.!", [_DELETE, -1, 10**9, "0", 1.5, True, None]),
     ("model.merges", [5, "x", {"a": 1}, [[1, 2]], ["Ġ"], [["a", "b", "c"]], ["zz qq"]]),

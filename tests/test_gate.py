@@ -1,0 +1,139 @@
+"""`qwen4exp gate` (issue 14): passes on both bundled vocabularies, fails on
+tampered tokenizer files naming the check and the atom, and keeps its exit codes."""
+
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+
+import qwen4exp
+from qwen4exp import gate
+from qwen4exp.cli import main
+
+from conftest import REPO, TOKENIZER_JSON
+
+
+def run(capsys, *args):
+    code = main(["gate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", ["qwen3", "qwen3.6", "qwen3.5"])
+def test_passes_on_bundled_vocabularies(capsys, name):
+    code, out, _ = run(capsys, "--vocab", name, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["cases"] >= 39
+    checked = {c["name"]: c["checked"] for c in report["checks"]}
+    assert all(c["ok"] and c["ran"] for c in report["checks"])
+    assert checked["chat.accepted"] + checked["chat.rejected"] == report["cases"]
+    assert checked["atoms.outside_bpe"] == len(qwen4exp.Tokenizer(name).atoms)
+
+
+def test_readable_report_and_default_vocabulary(capsys):
+    code, out, _ = run(capsys)
+    assert code == 0
+    assert "qwen4exp gate: bundled vocabulary qwen3" in out and "result: all checks passed" in out
+    assert out.count("PASS") == len(gate.run_gate(qwen4exp.Tokenizer()).checks)
+
+
+def test_packaged_oracle_is_derived_from_the_tests_oracle():
+    spec = importlib.util.spec_from_file_location("gen_gate_oracle", os.path.join(REPO, "tools", "gen_gate_oracle.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with open(os.path.join(REPO, "tests", "data", "chat_oracle.json"), encoding="utf-8") as f:
+        want = tool.derive(json.load(f))
+    with open(gate.ORACLE, encoding="utf-8") as f:
+        assert json.load(f) == want
+
+
+def test_oracle_covers_the_design_note_cases():
+    cases = {c["name"]: c for c in gate.load_oracle()}
+    assert len(cases) >= 39
+    for name in ["literal_controls_user", "literal_controls_system", "literal_controls_tool_result",
+                 "literal_controls_tool_arguments_dict", "literal_controls_tool_arguments_string",
+                 "literal_controls_tool_name", "literal_controls_tool_schema", "literal_media_token_text",
+                 "reject_image_part", "reject_image_url_part", "reject_video_part", "reject_second_system",
+                 "reject_unsupported_role", "reject_tool_arguments_not_json"]:
+        assert name in cases, name
+    assert sum("error" in c["expect"] for c in cases.values()) >= 30
+
+
+def tampered(tmp_path, edit):
+    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+        raw = json.load(f)
+    edit(raw)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    return path
+
+
+def _move_im_end(raw):
+    for t in raw["added_tokens"]:
+        if t["content"] == "<|im_end|>":
+            t["id"] = 100
+
+
+def _remove_think(raw):
+    raw["added_tokens"] = [t for t in raw["added_tokens"] if t["content"] != "<think>"]
+
+
+@pytest.mark.parametrize("edit,check,atom", [
+    (_move_im_end, "atoms.outside_bpe", "<|im_end|>"),
+    (_remove_think, "atoms.markers", "<think>"),
+])
+def test_fails_on_tampered_files(capsys, tmp_path, monkeypatch, edit, check, atom):
+    monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "--tokenizer", str(tampered(tmp_path, edit)))
+    assert code == 1 and "result: FAILED" in out
+    failures = re.split(r"\n  (?=[A-Z])", out.split(f"FAIL    {check}", 1)[1])[0]  # to the next check
+    assert atom in failures, out
+
+
+def test_untampered_file_passes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "--tokenizer", str(tampered(tmp_path, lambda raw: None)), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["cases"] >= 39, out
+
+
+def test_usage_and_unreadable(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:  # argparse: the two options exclude each other
+        run(capsys, "--vocab", "qwen3", "--tokenizer", "x")
+    assert exc.value.code == 2
+    code, _, err = run(capsys, "--vocab", "qwen9")
+    assert code == 2 and "unknown vocabulary" in err
+    code, _, err = run(capsys, "--tokenizer", str(tmp_path / "missing.json"))
+    assert code == 3 and "unreadable" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert run(capsys, "--tokenizer", str(bad))[0] == 3
+    bad.write_text("[1, 2]")
+    assert run(capsys, "--tokenizer", str(bad))[0] == 3
+
+
+def test_unreadable_oracle(tmp_path):
+    bad = tmp_path / "oracle.json"
+    bad.write_text('{"cases": 3}')
+    with pytest.raises(gate.GateInputError):
+        gate.run_gate(qwen4exp.Tokenizer(), oracle=str(bad))
+
+
+def test_chat_checks_name_the_failing_case(tmp_path):
+    """An oracle that disagrees with the renderer fails the chat checks, naming the case."""
+    with open(gate.ORACLE, encoding="utf-8") as f:
+        oracle = json.load(f)
+    cases = {c["name"]: c for c in oracle["cases"]}
+    # A marker the oracle claims is DATA, and a rejection the renderer does not give.
+    seg = cases["literal_controls_user"]["expect"]["segments"]
+    seg[0][2] = "DATA"
+    cases["reject_second_system"]["expect"]["match"] = "no such message"
+    path = tmp_path / "oracle.json"
+    path.write_text(json.dumps(oracle), encoding="utf-8")
+    report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), oracle=str(path))
+    failed = {c.name: c.failures for c in report.checks if not c.ok}
+    assert set(failed) == {"chat.accepted", "chat.rejected"}
+    assert len(failed["chat.accepted"]) == 1 and "literal_controls_user" in failed["chat.accepted"][0]
+    assert len(failed["chat.rejected"]) == 1 and "reject_second_system" in failed["chat.rejected"][0]

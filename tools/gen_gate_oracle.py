@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Derive the gate's packaged oracle from the chat oracle of the tests.
+
+    python tools/gen_gate_oracle.py     # rewrites src/qwen4exp/examples/gate_oracle.json
+
+`qwen4exp gate` runs without the tests, so it ships its own copy of the cases
+of tests/data/chat_oracle.json (checked there against transformers): each
+case's name, request, and either the expected text and segments or the
+expected error class and message fragment. tests/test_gate.py checks that the
+packaged file is exactly this derivation.
+"""
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "..", "tests", "data", "chat_oracle.json")
+OUT = os.path.join(HERE, "..", "src", "qwen4exp", "examples", "gate_oracle.json")
+
+
+def derive(source: dict) -> dict:
+    cases = []
+    for case in source["cases"]:
+        expect = case["expect"]
+        if "error" in expect:
+            expect = {"error": expect["error"], "match": expect["match"]}
+        else:
+            expect = {"text": expect["text"], "segments": expect["segments"]}
+        cases.append({"name": case["name"], "request": case["request"], "expect": expect})
+    return {"source": "tests/data/chat_oracle.json (derived by tools/gen_gate_oracle.py)", "cases": cases}
+
+
+def main():
+    with open(SOURCE, encoding="utf-8") as f:
+        oracle = derive(json.load(f))
+    with open(OUT, "w", encoding="utf-8", newline="\n") as f:
+        json.dump(oracle, f, indent=1)  # ASCII: some requests hold lone surrogates
+        f.write("\n")
+    print(f"wrote {os.path.normpath(OUT)}: {len(oracle['cases'])} cases")
+
+
+if __name__ == "__main__":
+    main()
