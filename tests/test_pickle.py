@@ -96,3 +96,14 @@ def test_spawn_pool_ids_identical(tmp_path, monkeypatch, tok, file_tok, texts, s
         if source == "bundled":
             per_task = pool.starmap(_encode_with, [(shipped, t) for t in texts[:6]])
             assert per_task == [(e, "qwen3") for e in expected[:6]]
+
+
+@pytest.mark.parametrize("name", qwen4exp.vocabularies() + ("qwen3.5",))
+def test_every_bundled_vocabulary_pickles_by_name(name, texts):
+    tok = qwen4exp.Tokenizer(name)
+    data = pickle.dumps(tok)
+    assert len(data) < 200
+    back = pickle.loads(data)
+    assert back._vocab_name == tok._vocab_name
+    assert back.atoms == tok.atoms
+    assert back.encode_batch(texts, num_threads=1) == tok.encode_batch(texts, num_threads=1)
