@@ -4,6 +4,7 @@ so a tokenizer ships to multiprocessing and Ray workers."""
 import multiprocessing
 import pickle
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -90,11 +91,16 @@ def test_spawn_pool_ids_identical(tmp_path, monkeypatch, tok, file_tok, texts, s
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "empty-cache"))  # the children see no cache
     shipped = qwen4exp.Tokenizer() if source == "bundled" else file_tok
     expected = tok.encode_batch(texts, num_threads=1)
+    # Spawned children rebuild sys.path from this process's: put the folder of
+    # the qwen4exp this process imported first, so that a source tree without
+    # built extensions (src/, added by a helper module) cannot shadow it there.
+    monkeypatch.syspath_prepend(str(Path(qwen4exp.__file__).resolve().parent.parent))
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2, initializer=_init_worker, initargs=(shipped,)) as pool:
-        assert pool.map(_encode_in_worker, texts, chunksize=4) == expected
+        # A worker that dies in its initializer is replaced forever: bound the wait.
+        assert pool.map_async(_encode_in_worker, texts, chunksize=4).get(timeout=300) == expected
         if source == "bundled":
-            per_task = pool.starmap(_encode_with, [(shipped, t) for t in texts[:6]])
+            per_task = pool.starmap_async(_encode_with, [(shipped, t) for t in texts[:6]]).get(timeout=300)
             assert per_task == [(e, "qwen3") for e in expected[:6]]
 
 
