@@ -12,8 +12,6 @@ from functools import partial
 from itertools import accumulate, cycle
 from typing import NamedTuple
 
-import numpy as np
-
 from .errors import TextEncodingError
 
 __all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
@@ -76,7 +74,7 @@ class RenderedChat:
     the Segment tuples and the tokenizer's arrays are derived on demand.
     """
 
-    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_arrays", "_marks", "_spans")
+    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans")
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -112,14 +110,6 @@ class RenderedChat:
             )
         return self._spans
 
-    def _segment_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(starts int64, ends int64, kinds int8) for the native tokenizer."""
-        if self._arrays is None:
-            b = np.asarray(self._bounds, dtype=np.int64)
-            kinds = (np.arange(len(b) - 1, dtype=np.int8) + np.int8(self._first_control)) & 1
-            self._arrays = (b[:-1].copy(), b[1:].copy(), kinds)
-        return self._arrays
-
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
                 marks=((), ())) -> None:
         """Replace the contents: `bounds` are the segment boundaries (0 first,
@@ -128,7 +118,7 @@ class RenderedChat:
         role codes). Plain attribute stores only: nothing here can fail half-way."""
         self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
         self._marks = marks
-        self._segments = self._arrays = self._spans = None
+        self._segments = self._spans = None
 
     def __len__(self) -> int:
         return len(self._data)
