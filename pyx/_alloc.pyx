@@ -55,6 +55,34 @@ cdef void *q4_malloc(size_t n) noexcept nogil:
     return malloc(n if n else 1)
 
 
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <sys/mman.h>
+    /* A 2 MiB-aligned block the kernel may back with huge pages (THP in
+       madvise mode), for tables probed at random; 64-byte aligned below that. */
+    static void *q4_aligned_huge(size_t n) {
+        void *p = NULL;
+        size_t align = n >= (1u << 21) ? (1u << 21) : 64;
+        if (posix_memalign(&p, align, n ? n : 1) != 0)
+            return NULL;
+    #ifdef MADV_HUGEPAGE
+        if (align == (1u << 21))
+            madvise(p, n, MADV_HUGEPAGE);
+    #endif
+        return p;
+    }
+    """
+    void *q4_aligned_huge(size_t n) nogil
+
+
+cdef void *q4_malloc_huge(size_t n) noexcept nogil:
+    """q4_malloc for large tables with random access (freed by q4_free)."""
+    if _should_fail():
+        return NULL
+    return q4_aligned_huge(n)
+
+
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil:
     if _should_fail():
         return NULL

@@ -1,16 +1,12 @@
 # Byte-level BPE with merge ranks: merges keyed (left id, right id) -> (rank, new id),
-# a bounded per-worker cache of piece bytes -> ids, an array method for short
-# pieces and linked-list methods for long ones (rank buckets, O(n); else a heap);
-# optionally HF's ignore_merges (a whole-piece vocabulary lookup first).
+# an array method for short pieces and linked-list methods for long ones (rank
+# buckets, O(n); else a heap); optionally HF's ignore_merges (a whole-piece
+# vocabulary lookup first). A worker owns its scratch space and its piece
+# cache (pyx/_piece_cache.pxd), which the encode loop probes itself.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from qwen4exp._idvec cimport IdVec
+from qwen4exp._piece_cache cimport PieceCache
 
 cdef enum:
-    CACHE_KEY_MAX = 128     # pieces longer than this are not cached
-    CACHE_IDS_MAX = 64      # nor pieces that need more ids than this
-    INLINE_KEY = 24         # a cached word this long or shorter keeps its bytes in its slot
-    INLINE_IDS = 6          # and its ids, when it has this many or fewer
-    CACHE_POOL_PER_WORD = 16  # bytes of pool per cached word, for the longer ones
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
@@ -43,18 +39,6 @@ cdef struct BpeModel:
     const int64_t *tok_offsets
 
 
-cdef struct CacheSlot:
-    # One word of a worker's piece cache, one 64-byte cache line: a short word
-    # (klen <= INLINE_KEY, nids <= INLINE_IDS) is answered from the slot alone;
-    # a longer one keeps its bytes, then its ids (4-aligned), in the pool.
-    uint64_t hash           # 0: empty
-    uint32_t offset         # pool offset (long words only)
-    uint16_t klen
-    uint16_t nids
-    uint8_t key[INLINE_KEY]
-    int32_t ids[INLINE_IDS]
-
-
 cdef union MergeQueue:
     # One buffer, read by whichever long-piece method runs.
     uint64_t *heap          # merge_long: (rank << 32 | position) entries of a 4-ary heap
@@ -63,17 +47,7 @@ cdef union MergeQueue:
 
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
-    # The piece cache is open-addressed (at most half full), with a pool for
-    # the long words; when either is full it is emptied in one step rather
-    # than evicting word by word.
-    CacheSlot *cache        # 64-byte aligned, inside cache_block
-    void *cache_block
-    uint64_t cache_mask     # number of slots - 1 (two slots per word)
-    Py_ssize_t cache_words  # words cached now
-    Py_ssize_t cache_limit  # words cached at most (0: no cache)
-    uint8_t *pool
-    Py_ssize_t pool_len
-    Py_ssize_t pool_cap
+    PieceCache cache        # all NULL when the tokenizer caches nothing
     int32_t short_rank[SHORT_PIECE]  # array method: rank of each adjacent pair
     int32_t *sym            # symbol ids of the piece being merged
     int32_t *prev           # linked methods: previous live symbol, -1 at the start
@@ -90,11 +64,10 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
 cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                                  Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
-cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil
+cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil
 cdef void worker_free(Worker *w) noexcept nogil
-cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil
-cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
-                           IdVec *out) noexcept nogil
-cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
-                          IdVec *out) noexcept nogil
+cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                          int32_t *dst) noexcept nogil
+cdef Py_ssize_t bpe_miss(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                         int32_t *dst) noexcept nogil

@@ -13,14 +13,14 @@ whose ranks only grow within a word, as Qwen's do) or else in a 4-ary
 min-heap of (rank, position) (O(n log n)). So one 200,000-byte word stays
 linear.
 
-Pieces already seen are answered from the worker's piece cache (see Worker
-in _bpe.pxd), which is emptied, not evicted, when full.
+The encode loop (pyx/_encoder.pyx) answers most pieces from the worker's
+piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
-from qwen4exp._idvec cimport IdVec, idvec_reserve
+from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -189,42 +189,26 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     m.whole = NULL
 
 
-cdef int worker_init(Worker *w, Py_ssize_t cache_words) noexcept nogil:
-    """cache_words must be a power of two (0 disables the cache)."""
+cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil:
+    """A worker whose cache starts as a copy of seed (NULL: no cache)."""
     memset(w, 0, sizeof(Worker))
-    if cache_words > <Py_ssize_t> (PY_SSIZE_T_MAX // (2 * sizeof(CacheSlot) + CACHE_POOL_PER_WORD)):
-        return -1
-    if cache_words > 0 and <uint64_t> cache_words * CACHE_POOL_PER_WORD > 0xFFFFFFFFULL:
-        return -1  # pool offsets are 32-bit
     w.pairs = <uint64_t *> q4_malloc((1 << PAIR_BITS) * sizeof(uint64_t))
     if w.pairs == NULL:
         return -1
     memset(w.pairs, 0xFF, (1 << PAIR_BITS) * sizeof(uint64_t))
-    if cache_words > 0:
-        # One slot per cache line: align the table to 64 bytes (malloc gives 16).
-        w.cache_block = q4_malloc(<size_t> cache_words * 2 * sizeof(CacheSlot) + 64)
-        w.pool = <uint8_t *> q4_malloc(<size_t> cache_words * CACHE_POOL_PER_WORD)
-        if w.cache_block == NULL or w.pool == NULL:
-            worker_free(w)
-            return -1
-        w.cache = <CacheSlot *> ((<size_t> w.cache_block + 63) & ~(<size_t> 63))
-        w.cache_mask = <uint64_t> cache_words * 2 - 1
-        w.cache_limit = cache_words
-        w.pool_cap = cache_words * CACHE_POOL_PER_WORD
-        worker_flush(w)
+    if seed != NULL and cache_init_like(&w.cache, seed) < 0:
+        worker_free(w)
+        return -1
     return 0
 
 
 cdef void worker_flush(Worker *w) noexcept nogil:
-    if w.cache != NULL:
-        memset(w.cache, 0, <size_t> (w.cache_mask + 1) * sizeof(CacheSlot))
-    w.cache_words = 0
-    w.pool_len = 0
+    if w.cache.short_slots != NULL:
+        cache_reset(&w.cache)
 
 
 cdef void worker_free(Worker *w) noexcept nogil:
-    q4_free(w.cache_block)
-    q4_free(w.pool)
+    cache_free(&w.cache)
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)
     q4_free(w.pairs)
@@ -313,15 +297,6 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     h *= GOLDEN
     h ^= h >> 32
     return h | 1  # 0 marks an empty slot
-
-
-cdef inline bint same_bytes(const uint8_t *a, const uint8_t *b, Py_ssize_t n) noexcept nogil:
-    """a[0:n] == b[0:n] for n >= 1, without a call for the short keys of the cache."""
-    if n <= 8:
-        return q4_word_of(a, n) == q4_word_of(b, n)
-    if n <= 16:
-        return q4_load8(a) == q4_load8(b) and q4_load8(a + n - 8) == q4_load8(b + n - 8)
-    return memcmp(a, b, <size_t> n) == 0
 
 
 cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
@@ -549,121 +524,27 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
                 q = nxt[q]
 
 
-cdef inline const uint8_t *slot_key(const Worker *w, const CacheSlot *slot) noexcept nogil:
-    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
-        return slot.key
-    return w.pool + slot.offset
-
-
-cdef inline const int32_t *slot_ids(const Worker *w, const CacheSlot *slot) noexcept nogil:
-    if slot.klen <= INLINE_KEY and slot.nids <= INLINE_IDS:
-        return slot.ids
-    return <const int32_t *> (w.pool + slot.offset + ((slot.klen + 3) & ~3))
-
-
-cdef inline CacheSlot *cache_find(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
-    """The slot holding piece p[0:n] (hash h), or the empty slot where it would go."""
-    cdef uint64_t i = h & w.cache_mask
-    cdef CacheSlot *slot
-    while True:
-        slot = &w.cache[i]
-        if slot.hash == h and slot.klen == n and same_bytes(slot_key(w, slot), p, n):
-            return slot
-        if slot.hash == 0:
-            return slot
-        i = (i + 1) & w.cache_mask
-
-
-cdef inline void cache_store(Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h, CacheSlot *slot,
-                             const int32_t *ids, Py_ssize_t k) noexcept nogil:
-    """Remember ids[0:k] for piece p[0:n] in slot (from cache_find); when the
-    slots or the pool are full, empty the whole cache first."""
-    cdef bint inline_ = n <= INLINE_KEY and k <= INLINE_IDS
-    cdef Py_ssize_t key_room = (n + 3) & ~(<Py_ssize_t> 3)
-    cdef Py_ssize_t need = 0 if inline_ else key_room + k * <Py_ssize_t> sizeof(int32_t)
-    if need > w.pool_cap:
-        return  # a small cache: this word alone would not fit
-    if w.cache_words >= w.cache_limit or w.pool_len + need > w.pool_cap:
-        worker_flush(w)
-        slot = cache_find(w, p, n, h)
-    slot.hash = h
-    slot.klen = <uint16_t> n
-    slot.nids = <uint16_t> k
-    if inline_:
-        memcpy(slot.key, p, <size_t> n)
-        memcpy(slot.ids, ids, <size_t> k * sizeof(int32_t))
-    else:
-        slot.offset = <uint32_t> w.pool_len
-        memcpy(w.pool + w.pool_len, p, <size_t> n)
-        memcpy(w.pool + w.pool_len + key_room, ids, <size_t> k * sizeof(int32_t))
-        w.pool_len += need
-    w.cache_words += 1
-
-
-cdef extern from *:
-    """
-    #define q4_prefetch(p) __builtin_prefetch((p), 0, 3)
-    """
-    void q4_prefetch(const void *p) nogil
-
-
-cdef uint64_t bpe_prefetch(const Worker *w, const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """Hash of piece p[0:n] for bpe_encode_hashed (0: it is not cached), and
-    start loading its cache slot: the encode loop calls this one piece ahead,
-    so that the slot arrives while the previous piece is encoded."""
-    cdef uint64_t h
-    if w.cache == NULL or n < 2 or n > CACHE_KEY_MAX:
-        return 0
-    h = hash_bytes(p, n)
-    q4_prefetch(&w.cache[h & w.cache_mask])
-    return h
-
-
-cdef int bpe_encode_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
-                          IdVec *out) noexcept nogil:
-    """Append the BPE ids of the n bytes at p to out; -1 if an allocation failed."""
-    return bpe_encode_hashed(m, w, p, n, bpe_prefetch(w, p, n), out)
-
-
-cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n, uint64_t h,
-                           IdVec *out) noexcept nogil:
-    """bpe_encode_piece with h = bpe_prefetch(w, p, n), computed earlier."""
-    cdef CacheSlot *slot = NULL
+cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                          int32_t *dst) noexcept nogil:
+    """Write the BPE ids of the n >= 1 bytes at p to dst (room for n ids) and
+    return how many; -1 if an allocation failed. No cache is involved."""
     cdef Py_ssize_t j, k
     cdef int32_t t
     if n == 1:
-        if idvec_reserve(out, 1) < 0:
-            return -1
-        out.data[out.len] = m.byte_ids[p[0]]
-        out.len += 1
-        return 0
-    if h != 0:
-        slot = cache_find(w, p, n, h)
-        if slot.hash != 0:
-            k = slot.nids
-            if idvec_reserve(out, k) < 0:
-                return -1
-            memcpy(out.data + out.len, slot_ids(w, slot), <size_t> k * sizeof(int32_t))
-            out.len += k
-            return 0
+        dst[0] = m.byte_ids[p[0]]
+        return 1
     if m.whole != NULL and n <= m.whole_max:
-        t = whole_token(m, p, n, h if h != 0 else hash_bytes(p, n))
+        t = whole_token(m, p, n, hash_bytes(p, n))
         if t >= 0:
-            if idvec_reserve(out, 1) < 0:
-                return -1
-            out.data[out.len] = t
-            out.len += 1
-            if slot != NULL:
-                cache_store(w, p, n, h, slot, &t, 1)
-            return 0
-    if reserve_scratch(w, n) < 0 or idvec_reserve(out, n) < 0:
+            dst[0] = t
+            return 1
+    if reserve_scratch(w, n) < 0:
         return -1
     for j in range(n):
         w.sym[j] = m.byte_ids[p[j]]
     if n < SHORT_PIECE:
         k = merge_short(m, w, n)
-        memcpy(out.data + out.len, w.sym, <size_t> k * sizeof(int32_t))
-        out.len += k
+        memcpy(dst, w.sym, <size_t> k * sizeof(int32_t))
     else:
         if n >= BUCKET_PIECE and m.monotone:
             if reserve_buckets(m, w) < 0:
@@ -674,12 +555,18 @@ cdef int bpe_encode_hashed(const BpeModel *m, Worker *w, const uint8_t *p, Py_ss
         k = 0
         j = 0
         while j >= 0:
-            out.data[out.len + k] = w.sym[j]
+            dst[k] = w.sym[j]
             k += 1
             j = w.nxt[j]
-        out.len += k
     if n > SCRATCH_KEEP:
         release_scratch(w)  # a huge word must not pin its ~36 bytes per byte of scratch
-    if slot != NULL and k <= CACHE_IDS_MAX:
-        cache_store(w, p, n, h, slot, out.data + out.len - k, k)
-    return 0
+    return k
+
+
+cdef Py_ssize_t bpe_miss(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                         int32_t *dst) noexcept nogil:
+    """bpe_merge for a piece the cache did not answer, then remember it."""
+    cdef Py_ssize_t k = bpe_merge(m, w, p, n, dst)
+    if k > 0 and n >= 2 and w.cache.short_slots != NULL:
+        cache_store(&w.cache, p, n, dst, k)
+    return k

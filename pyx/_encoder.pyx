@@ -24,18 +24,32 @@ from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            worker_init, worker_flush, worker_free, bpe_prefetch, bpe_encode_hashed)
+                            worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
+from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
+                                    LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
+                                    cache_free, cache_store, pack_key, key_hash, short_home, short_find,
+                                    long_hash, long_find, long_ids, q4_pc_prefetch)
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
-from qwen4exp._geometry cimport GeoError, check_geometry
+from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
-from qwen4exp._pretokenize cimport piece_end
+from qwen4exp._pretokenize cimport piece_end, piece_ends
 from qwen4exp._unicode cimport Q4_L, Q4_M
 
 cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
+    CHUNK = 64              # pieces split and hashed at once, before their encoding
+    AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
+
+
+cdef inline void prefetch_slot(const PieceCache *c, Py_ssize_t size, uint64_t h) noexcept nogil:
+    """Start loading the cache slot a piece of this size and hash will probe."""
+    if 2 <= size <= KEY_INLINE:
+        q4_pc_prefetch(short_home(c, h))
+    elif KEY_INLINE < size <= LONG_KEY_MAX:
+        q4_pc_prefetch(&c.long_slots[h & c.long_mask])
 
 
 cdef class NativeTokenizer:
@@ -46,6 +60,8 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t n_vocab
     cdef readonly Py_ssize_t cache_words
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
+    cdef PieceCache seed       # what every worker's cache starts from (empty when cache_words is 0)
+    cdef readonly Py_ssize_t seed_words
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
@@ -54,6 +70,7 @@ cdef class NativeTokenizer:
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
         memset(&self.atoms, 0, sizeof(AtomTable))
+        memset(&self.seed, 0, sizeof(PieceCache))
         self.pool = NULL
         self.pool_len = 0
 
@@ -68,8 +85,8 @@ cdef class NativeTokenizer:
         cdef const int32_t[::1] ai = np.ascontiguousarray(atom_ids, dtype=np.int32)
         cdef int32_t byte_ids[256]
         cdef Py_ssize_t i, j
-        if cache_words < 0 or (cache_words & (cache_words - 1)) != 0:
-            raise ValueError("cache_words must be 0 or a power of two")
+        if not 0 <= cache_words <= (1 << 30):
+            raise ValueError("cache_words must be from 0 to 2**30")
         self.cache_words = cache_words
         self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
@@ -91,6 +108,8 @@ cdef class NativeTokenizer:
                            ai.shape[0])
             if i == 0 and ignore_merges:
                 i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
+            if i == 0 and j == 0 and cache_words > 0:
+                i = self.build_seed()
         if i == -2:
             raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
@@ -108,6 +127,7 @@ cdef class NativeTokenizer:
             q4_free(self.pool)
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
+        cache_free(&self.seed)
 
     # -- worker pool ------------------------------------------------------------
     # Only ever touched with the GIL held and without calling back into Python
@@ -128,7 +148,7 @@ cdef class NativeTokenizer:
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             return NULL
-        if worker_init(w, self.cache_words) < 0:
+        if worker_init(w, &self.seed if self.cache_words > 0 else NULL) < 0:
             q4_free(w)
             return NULL
         return w
@@ -151,29 +171,137 @@ cdef class NativeTokenizer:
 
     # -- the nogil loops ---------------------------------------------------------
 
+    cdef int build_seed(self) noexcept nogil:
+        """Fill self.seed: every token spelling that is one whole piece (valid
+        UTF-8, NFC, pre-tokenized as itself, 2..LONG_KEY_MAX bytes) valued
+        with what merging it gives, sized for cache_words more learned words.
+        A first word is then found by lookup when it is a token, as most are.
+        0, or -1 if allocation fails."""
+        cdef Worker tmp
+        cdef IdVec ids
+        cdef int64_t *ends = <int64_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int64_t))
+        cdef int32_t *cand = <int32_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int32_t))
+        cdef int rc = -1
+        memset(&ids, 0, sizeof(IdVec))
+        if cand != NULL and ends != NULL and worker_init(&tmp, NULL) == 0:
+            rc = self.fill_seed(&tmp, &ids, cand, ends)
+            worker_free(&tmp)
+        idvec_free(&ids)
+        q4_free(cand)
+        q4_free(ends)
+        return rc
+
+    cdef int fill_seed(self, Worker *tmp, IdVec *ids, int32_t *cand, int64_t *ends) noexcept nogil:
+        """build_seed's work: merge the candidates into ids (cand: their token
+        ids, ends: where each one's ids end), then size and fill the seed."""
+        cdef Py_ssize_t t, n, k, m = 0, n_short = 0, n_long = 0, spill = 0, pool = 0
+        cdef Py_ssize_t learn = self.cache_words, learn_long = self.cache_words // LONG_SHARE + 1
+        cdef const uint8_t *p
+        for t in range(self.n_vocab):
+            p = self.token_bytes + self.token_offsets[t]
+            n = self.token_offsets[t + 1] - self.token_offsets[t]
+            if (n < 2 or n > LONG_KEY_MAX or utf8_invalid_at(p, n) >= 0 or not utf8_is_nfc(p, n)
+                    or piece_end(p, n, 0, self.letters) != n):
+                continue
+            if idvec_reserve(ids, n) < 0:
+                return -1
+            k = bpe_merge(&self.model, tmp, p, n, ids.data + ids.len)
+            if k < 0:
+                return -1
+            ids.len += k
+            cand[m] = <int32_t> t
+            ends[m] = ids.len
+            m += 1
+            if n <= KEY_INLINE:
+                n_short += 1
+                spill += k if k > IDS_INLINE else 0
+            elif k <= LONG_IDS_MAX:
+                n_long += 1
+                pool += ((n + 3) & ~3) + 4 * k
+        if cache_init(&self.seed, n_short + learn, n_long + learn_long, spill + SPILL_PER_WORD * learn,
+                      pool + POOL_PER_LONG * learn_long) < 0:
+            return -1
+        for k in range(m):
+            t = cand[k]
+            p = self.token_bytes + self.token_offsets[t]
+            n = self.token_offsets[t + 1] - self.token_offsets[t]
+            cache_store(&self.seed, p, n, ids.data + (ends[k - 1] if k else 0),
+                        ends[k] - (ends[k - 1] if k else 0))
+        self.seed_words = self.seed.short_count + self.seed.long_count
+        return 0
+
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
-        """Pre-tokenize and BPE, two pieces ahead: a piece's cache slot is
-        requested (bpe_prefetch) two pieces before it is encoded, so that a
-        run of cache hits does not wait on memory."""
-        cdef Py_ssize_t start = 0, e0, e1 = n, e2 = n
-        cdef uint64_t h0, h1 = 0, h2 = 0
-        if n == 0:
-            return RC_OK
-        e0 = piece_end(s, n, 0, self.letters)
-        h0 = bpe_prefetch(w, s, e0)
-        if e0 < n:
-            e1 = piece_end(s, n, e0, self.letters)
-            h1 = bpe_prefetch(w, s + e0, e1 - e0)
-        while True:
-            if e1 < n:
-                e2 = piece_end(s, n, e1, self.letters)
-                h2 = bpe_prefetch(w, s + e1, e2 - e1)
-            if bpe_encode_hashed(&self.model, w, s + start, e0 - start, h0, out) < 0:
+        """Pre-tokenize and BPE, a chunk of pieces at a time: split the chunk,
+        hash each piece and prefetch its cache slot, then encode the pieces,
+        whose slots have arrived meanwhile. Hits are answered here; misses
+        go to bpe_miss, which merges and remembers them."""
+        cdef Py_ssize_t ends[CHUNK]
+        cdef uint64_t key0[CHUNK]
+        cdef uint64_t key1[CHUNK]
+        cdef uint64_t hashes[CHUNK]
+        cdef Py_ssize_t sizes[CHUNK]
+        cdef PieceCache *c = &w.cache
+        cdef bint cached = c.short_slots != NULL
+        cdef const uint8_t *end = s + n
+        cdef Py_ssize_t pos = 0, start, size, i, k, got
+        cdef ShortSlot *slot
+        cdef LongSlot *ls
+        cdef int32_t *dst
+        while pos < n:
+            k = piece_ends(s, n, pos, self.letters, ends, CHUNK)
+            # Ids never outnumber bytes; IDS_INLINE spare for the 3-id copy of a hit.
+            if idvec_reserve(out, ends[k - 1] - pos + IDS_INLINE) < 0:
                 return RC_NO_MEMORY
-            if e0 >= n:
-                return RC_OK
-            start, e0, h0 = e0, e1, h1
-            e1, h1 = e2, h2
+            if cached:
+                start = pos
+                for i in range(k):
+                    size = ends[i] - start
+                    if 2 <= size <= KEY_INLINE:
+                        pack_key(s + start, size, end, &key0[i], &key1[i])
+                        hashes[i] = key_hash(key0[i], key1[i])
+                    elif KEY_INLINE < size <= LONG_KEY_MAX:
+                        hashes[i] = long_hash(s + start, size)
+                    sizes[i] = size
+                    start = ends[i]
+                for i in range(min(k, AHEAD)):
+                    prefetch_slot(c, sizes[i], hashes[i])
+            start = pos
+            dst = out.data + out.len
+            for i in range(k):
+                size = ends[i] - start
+                if cached and i + AHEAD < k:
+                    prefetch_slot(c, sizes[i + AHEAD], hashes[i + AHEAD])
+                if size == 1:
+                    dst[0] = self.model.byte_ids[s[start]]
+                    dst += 1
+                    start = ends[i]
+                    continue
+                if cached and size <= KEY_INLINE:
+                    slot = short_find(c, key0[i], key1[i], hashes[i])
+                    if slot.k1 != 0:
+                        if slot.n <= IDS_INLINE:
+                            memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
+                        else:
+                            memcpy(dst, c.spill + slot.ids[0], <size_t> slot.n * sizeof(int32_t))
+                        dst += slot.n
+                        start = ends[i]
+                        continue
+                elif cached and size <= LONG_KEY_MAX:
+                    ls = long_find(c, s + start, size, hashes[i])
+                    if ls.hash != 0:
+                        memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
+                        dst += ls.nids
+                        start = ends[i]
+                        continue
+                got = bpe_miss(&self.model, w, s + start, size, dst)
+                if got < 0:
+                    out.len = dst - out.data
+                    return RC_NO_MEMORY
+                dst += got
+                start = ends[i]
+            out.len = dst - out.data
+            pos = ends[k - 1]
+        return RC_OK
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""

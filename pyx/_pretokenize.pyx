@@ -138,6 +138,17 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
     return last_start
 
 
+cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char letters,
+                           Py_ssize_t *ends, Py_ssize_t cap) noexcept nogil:
+    """Ends of the next pieces from s[i] (i < n): at most cap of them, in ends; returns how many."""
+    cdef Py_ssize_t k = 0
+    while k < cap and i < n:
+        i = piece_end(s, n, i, letters)
+        ends[k] = i
+        k += 1
+    return k
+
+
 def split(str text, bint marks=False):
     """Test hook: the pre-tokens of `text` (no normalization), as str pieces;
     `marks` selects the Qwen3.5 pattern."""

@@ -35,7 +35,7 @@ __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _INT64_MAX = 2**63 - 1
-_CACHE_MAX = 1 << 22  # words per worker cache (144 bytes each: two 64-byte slots, 16 of pool; 576 MiB at most)
+_CACHE_MAX = 1 << 22  # learned words per worker cache (about 120 bytes each with their share of spill and pool)
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 # One message per native geometry code (pyx/_geometry.pxd, GeoCode).
@@ -204,7 +204,6 @@ class Tokenizer:
                 f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
             )
         cache_size = operator.index(cache_size)
-        slots = 1 << max(cache_size - 1, 0).bit_length() if cache_size else 0
         self._native = NativeTokenizer(
             arrays["token_bytes"],
             arrays["token_offsets"],
@@ -212,7 +211,7 @@ class Tokenizer:
             arrays["atom_bytes"],
             arrays["atom_offsets"],
             arrays["atom_ids"],
-            cache_words=slots,
+            cache_words=cache_size,
             marks=bool(arrays["marks"][0]),
             ignore_merges=bool(arrays["ignore_merges"][0]),
         )

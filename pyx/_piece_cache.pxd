@@ -1,0 +1,148 @@
+# A worker's cache of pre-token pieces -> ids, seeded with the vocabulary.
+#
+# Two open-addressed tables: pieces of up to KEY_INLINE bytes are keyed by
+# their bytes packed into two words (no stored hash, no byte compare) in
+# 32-byte slots, two per cache line; longer pieces (up to LONG_KEY_MAX) keep
+# a hash in 16-byte slots and their bytes and ids in a pool. A cache starts
+# as a copy of its tokenizer's seed (every token spelling that is one whole
+# piece, valued with what merging it gives), learns the pieces it merges,
+# and goes back to the seed, not empty, when it has learned its limit.
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memcmp, memset
+
+cdef enum:
+    KEY_INLINE = 15         # pieces this long or shorter have a packed key
+    IDS_INLINE = 3          # ids kept in the slot itself; more go to the spill
+    LONG_KEY_MAX = 128      # longer pieces are not cached
+    LONG_IDS_MAX = 64       # nor pieces that need more ids than this
+    SPILL_PER_WORD = 8      # spill room (ids) per learnable word
+    POOL_PER_LONG = 96      # pool room (bytes) per learnable long word
+    LONG_SHARE = 2          # one learnable long word per this many short ones
+
+
+cdef struct ShortSlot:
+    uint64_t k0             # piece bytes 0..7, zero padded
+    uint64_t k1             # bytes 8..14, zero padded; the length in the top byte (0: free slot)
+    int32_t ids[IDS_INLINE] # the ids, or ids[0] = their offset in spill when n > IDS_INLINE
+    int32_t n
+
+
+cdef struct LongSlot:
+    uint64_t hash           # 0: free slot
+    uint32_t offset         # in pool: the key's bytes (rounded up to 4), then the ids
+    uint16_t klen
+    uint16_t nids
+
+
+cdef struct PieceCache:
+    ShortSlot *short_slots  # 2 MiB aligned when large (huge pages)
+    uint64_t short_mask
+    int32_t *spill
+    Py_ssize_t spill_len
+    Py_ssize_t spill_cap
+    LongSlot *long_slots
+    uint64_t long_mask
+    uint8_t *pool
+    Py_ssize_t pool_len
+    Py_ssize_t pool_cap
+    Py_ssize_t short_count  # entries now (seeded + learned)
+    Py_ssize_t short_limit  # entries at most before going back to the seed
+    Py_ssize_t long_count
+    Py_ssize_t long_limit
+    const PieceCache *seed  # what a reset copies (NULL: reset empties)
+
+
+cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
+                    Py_ssize_t pool_cap) noexcept nogil
+cdef int cache_init_like(PieceCache *c, const PieceCache *seed) noexcept nogil
+cdef void cache_reset(PieceCache *c) noexcept nogil
+cdef void reset_short(PieceCache *c) noexcept nogil
+cdef void reset_long(PieceCache *c) noexcept nogil
+cdef void cache_free(PieceCache *c) noexcept nogil
+cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
+                      Py_ssize_t k) noexcept nogil
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline uint64_t q4_pc_load8(const unsigned char *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return w;
+    }
+    #define q4_pc_prefetch(p) __builtin_prefetch((p), 0, 3)
+    """
+    uint64_t q4_pc_load8(const uint8_t *p) nogil
+    void q4_pc_prefetch(const void *p) nogil
+
+
+cdef inline void pack_key(const uint8_t *p, Py_ssize_t n, const uint8_t *end, uint64_t *k0,
+                          uint64_t *k1) noexcept nogil:
+    """The key of piece p[0:n], 1 <= n <= KEY_INLINE; bytes up to `end` may be
+    read (16 at once when there are that many, without a call)."""
+    cdef uint8_t buf[16]
+    cdef uint64_t a, b
+    if end - p >= 16:
+        a = q4_pc_load8(p)
+        b = q4_pc_load8(p + 8)
+    else:
+        memset(buf, 0, 16)
+        memcpy(buf, p, <size_t> n)
+        a = q4_pc_load8(buf)
+        b = q4_pc_load8(buf + 8)
+    if n < 8:
+        a &= (1ULL << (8 * n)) - 1
+        b = 0
+    else:
+        b &= (1ULL << (8 * (n - 8))) - 1  # n == 8: nothing
+    k0[0] = a
+    k1[0] = b | (<uint64_t> n << 56)
+
+
+cdef inline uint64_t key_hash(uint64_t k0, uint64_t k1) noexcept nogil:
+    cdef uint64_t h = k0 * 0x9E3779B97F4A7C15ULL + k1 * 0xC2B2AE3D27D4EB4FULL
+    return h ^ (h >> 29)
+
+
+cdef inline ShortSlot *short_home(const PieceCache *c, uint64_t h) noexcept nogil:
+    return &c.short_slots[h & c.short_mask]
+
+
+cdef inline ShortSlot *short_find(const PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h) noexcept nogil:
+    """The slot holding key (k0, k1), or the free slot where it would go."""
+    cdef uint64_t i = h & c.short_mask
+    cdef ShortSlot *s
+    while True:
+        s = &c.short_slots[i]
+        if (s.k1 == k1 and s.k0 == k0) or s.k1 == 0:
+            return s
+        i = (i + 1) & c.short_mask
+
+
+cdef inline uint64_t long_hash(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Hash of p[0:n], n > 8; never 0."""
+    cdef uint64_t h = <uint64_t> n * 0x9E3779B97F4A7C15ULL
+    cdef Py_ssize_t i = 0
+    while i + 8 < n:
+        h = (h ^ q4_pc_load8(p + i)) * 0xBF58476D1CE4E5B9ULL
+        h ^= h >> 31
+        i += 8
+    h = (h ^ q4_pc_load8(p + n - 8)) * 0x94D049BB133111EBULL
+    h ^= h >> 32
+    return h | 1
+
+
+cdef inline LongSlot *long_find(const PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h) noexcept nogil:
+    """The slot holding piece p[0:n] (hash h), or the free slot where it would go."""
+    cdef uint64_t i = h & c.long_mask
+    cdef LongSlot *s
+    while True:
+        s = &c.long_slots[i]
+        if s.hash == 0 or (s.hash == h and s.klen == n and memcmp(c.pool + s.offset, p, <size_t> n) == 0):
+            return s
+        i = (i + 1) & c.long_mask
+
+
+cdef inline const int32_t *long_ids(const PieceCache *c, const LongSlot *s) noexcept nogil:
+    return <const int32_t *> (c.pool + s.offset + ((s.klen + 3) & ~3))

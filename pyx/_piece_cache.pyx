@@ -1,0 +1,159 @@
+# cython: language_level=3
+"""A worker's piece cache (declarations and the inline probes in
+_piece_cache.pxd): allocation, reset to the seed, and storing a merged piece.
+
+Full means reset, not evict: going back to the seed costs one copy, keeps
+every vocabulary spelling answered, and keeps the probes free of eviction
+bookkeeping. Tables are allocated on 2 MiB boundaries when large so that
+the kernel can back them with huge pages: their probes are random, and with
+4 KiB pages most would also miss the TLB.
+"""
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free
+
+
+cdef uint64_t table_size(Py_ssize_t entries, Py_ssize_t num, Py_ssize_t den, uint64_t least) noexcept nogil:
+    """Smallest power of two >= least holding `entries` at a load of at most den/num."""
+    cdef uint64_t size = least
+    while size * <uint64_t> den < <uint64_t> entries * <uint64_t> num:
+        size <<= 1
+    return size
+
+
+cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
+                    Py_ssize_t pool_cap) noexcept nogil:
+    """An empty cache for short_limit short and long_limit long pieces; 0, or
+    -1 if allocation fails (c is then empty and may be freed)."""
+    cdef uint64_t n_short = table_size(short_limit, 3, 2, 64)   # load <= 2/3
+    cdef uint64_t n_long = table_size(long_limit, 2, 1, 16)     # load <= 1/2
+    memset(c, 0, sizeof(PieceCache))
+    if short_limit > (1LL << 40) or long_limit > (1LL << 40) or pool_cap > 0xFFFFFFFFLL:
+        return -1
+    c.short_slots = <ShortSlot *> q4_malloc_huge(n_short * sizeof(ShortSlot))
+    c.long_slots = <LongSlot *> q4_malloc_huge(n_long * sizeof(LongSlot))
+    c.spill = <int32_t *> q4_malloc(<size_t> spill_cap * sizeof(int32_t))
+    c.pool = <uint8_t *> q4_malloc(<size_t> pool_cap)
+    if c.short_slots == NULL or c.long_slots == NULL or c.spill == NULL or c.pool == NULL:
+        cache_free(c)
+        return -1
+    c.short_mask = n_short - 1
+    c.long_mask = n_long - 1
+    c.short_limit = short_limit
+    c.long_limit = long_limit
+    c.spill_cap = spill_cap
+    c.pool_cap = pool_cap
+    cache_reset(c)  # seed is NULL: empty
+    return 0
+
+
+cdef int cache_init_like(PieceCache *c, const PieceCache *seed) noexcept nogil:
+    """A cache of seed's sizes, starting as a copy of it (and reset to it)."""
+    if cache_init(c, seed.short_limit, seed.long_limit, seed.spill_cap, seed.pool_cap) < 0:
+        return -1
+    c.seed = seed
+    cache_reset(c)
+    return 0
+
+
+cdef void cache_reset(PieceCache *c) noexcept nogil:
+    reset_short(c)
+    reset_long(c)
+
+
+cdef void reset_short(PieceCache *c) noexcept nogil:
+    """The short table (and its spill) back to the seed: each table is reset
+    on its own when it fills, so a run of long words keeps the short ones."""
+    cdef const PieceCache *s = c.seed
+    if s == NULL:
+        memset(c.short_slots, 0, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
+        c.short_count = c.spill_len = 0
+        return
+    memcpy(c.short_slots, s.short_slots, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
+    memcpy(c.spill, s.spill, <size_t> s.spill_len * sizeof(int32_t))
+    c.short_count, c.spill_len = s.short_count, s.spill_len
+
+
+cdef void reset_long(PieceCache *c) noexcept nogil:
+    cdef const PieceCache *s = c.seed
+    if s == NULL:
+        memset(c.long_slots, 0, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
+        c.long_count = c.pool_len = 0
+        return
+    memcpy(c.long_slots, s.long_slots, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
+    memcpy(c.pool, s.pool, <size_t> s.pool_len)
+    c.long_count, c.pool_len = s.long_count, s.pool_len
+
+
+cdef void cache_free(PieceCache *c) noexcept nogil:
+    q4_free(c.short_slots)
+    q4_free(c.long_slots)
+    q4_free(c.spill)
+    q4_free(c.pool)
+    memset(c, 0, sizeof(PieceCache))
+
+
+cdef inline Py_ssize_t seed_spill(const PieceCache *c) noexcept nogil:
+    return c.seed.spill_len if c.seed != NULL else 0
+
+
+cdef inline Py_ssize_t seed_pool(const PieceCache *c) noexcept nogil:
+    return c.seed.pool_len if c.seed != NULL else 0
+
+
+cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
+                      Py_ssize_t k) noexcept nogil:
+    """Remember that piece p[0:n] (2 <= n) is ids[0:k]. When the cache is full,
+    reset it first; a piece that would not fit even then is not stored."""
+    cdef uint64_t k0, k1, h
+    cdef ShortSlot *s
+    cdef LongSlot *l
+    cdef Py_ssize_t room, need
+    if n <= KEY_INLINE:
+        need = k if k > IDS_INLINE else 0
+        if need > c.spill_cap - seed_spill(c):
+            return
+        pack_key(p, n, p + n, &k0, &k1)
+        h = key_hash(k0, k1)
+        s = short_find(c, k0, k1, h)
+        if s.k1 != 0:
+            return
+        if c.short_count >= c.short_limit or c.spill_len + need > c.spill_cap:
+            reset_short(c)
+            s = short_find(c, k0, k1, h)
+            if s.k1 != 0:
+                return
+        s.k0 = k0
+        s.k1 = k1
+        s.n = <int32_t> k
+        if need:
+            s.ids[0] = <int32_t> c.spill_len
+            memcpy(c.spill + c.spill_len, ids, <size_t> k * sizeof(int32_t))
+            c.spill_len += k
+        else:
+            memcpy(s.ids, ids, <size_t> k * sizeof(int32_t))
+        c.short_count += 1
+        return
+    if n > LONG_KEY_MAX or k > LONG_IDS_MAX:
+        return
+    room = (n + 3) & ~(<Py_ssize_t> 3)
+    need = room + k * <Py_ssize_t> sizeof(int32_t)
+    if need > c.pool_cap - seed_pool(c):
+        return
+    h = long_hash(p, n)
+    l = long_find(c, p, n, h)
+    if l.hash != 0:
+        return
+    if c.long_count >= c.long_limit or c.pool_len + need > c.pool_cap:
+        reset_long(c)
+        l = long_find(c, p, n, h)
+        if l.hash != 0:
+            return
+    l.hash = h
+    l.offset = <uint32_t> c.pool_len
+    l.klen = <uint16_t> n
+    l.nids = <uint16_t> k
+    memcpy(c.pool + c.pool_len, p, <size_t> n)
+    memcpy(c.pool + c.pool_len + room, ids, <size_t> k * sizeof(int32_t))
+    c.pool_len += need
+    c.long_count += 1
