@@ -10,7 +10,6 @@ cdef enum:
     SHORT_PIECE = 96        # below this length the array method beats the heap
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
-    PAIR_BITS = 16          # the per-worker pair-rank cache has 2**PAIR_BITS slots (512 KiB)
 
 
 cdef enum:
@@ -56,7 +55,6 @@ cdef struct Worker:
     Py_ssize_t scratch_cap  # capacity of sym/prev/nxt
     int32_t *bucket_head    # rank -> first entry, -1 when empty (allocated on first use)
     uint64_t *bucket_bits   # one bit per non-empty bucket
-    uint64_t *pairs         # direct-mapped cache of merge-table lookups (L2-sized)
 
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,

@@ -52,22 +52,6 @@ cdef inline int32_t merged_id(const BpeModel *m, int32_t r) noexcept nogil:
     return m.merge_new[r]
 
 
-cdef inline int32_t pair_rank(const BpeModel *m, Worker *w, int32_t a, int32_t b) noexcept nogil:
-    """merge_rank through the worker's pair cache: the merge table is larger than
-    L2, while the pairs of one text repeat (the same script's bytes, the same
-    suffixes), so most lookups are answered from 32 KiB. Misses are cached too."""
-    cdef uint64_t key = pair_key(a, b)
-    cdef uint64_t i = (key * GOLDEN) >> (64 - PAIR_BITS)
-    cdef uint64_t entry = w.pairs[i]
-    cdef int32_t r
-    if (entry >> ID_BITS) == key:
-        r = <int32_t> (entry & FIELD)
-        return INT32_MAX if r == <int32_t> FIELD else r
-    r = merge_rank(m, a, b)
-    w.pairs[i] = (key << ID_BITS) | (FIELD if r == INT32_MAX else <uint64_t> r)
-    return r
-
-
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil:
     """Build the merge table: 0, -1 if allocation fails, -2 if an id or the
@@ -192,10 +176,6 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
 cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil:
     """A worker whose cache starts as a copy of seed (NULL: no cache)."""
     memset(w, 0, sizeof(Worker))
-    w.pairs = <uint64_t *> q4_malloc((1 << PAIR_BITS) * sizeof(uint64_t))
-    if w.pairs == NULL:
-        return -1
-    memset(w.pairs, 0xFF, (1 << PAIR_BITS) * sizeof(uint64_t))
     if seed != NULL and cache_init_like(&w.cache, seed) < 0:
         worker_free(w)
         return -1
@@ -211,7 +191,6 @@ cdef void worker_free(Worker *w) noexcept nogil:
     cache_free(&w.cache)
     q4_free(w.bucket_head)
     q4_free(w.bucket_bits)
-    q4_free(w.pairs)
     release_scratch(w)
     memset(w, 0, sizeof(Worker))
 
@@ -309,7 +288,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
     cdef Py_ssize_t j, best
     cdef int32_t best_rank, r
     for j in range(k - 1):
-        rank[j] = pair_rank(m, w, sym[j], sym[j + 1])
+        rank[j] = merge_rank(m, sym[j], sym[j + 1])
     while k > 1:
         best_rank = INT32_MAX
         for j in range(k - 1):
@@ -327,9 +306,9 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
         for j in range(best, k - 1):
             rank[j] = rank[j + 1]
         if best > 0:
-            rank[best - 1] = pair_rank(m, w, sym[best - 1], sym[best])
+            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best])
         if best < k - 1:
-            rank[best] = pair_rank(m, w, sym[best], sym[best + 1])
+            rank[best] = merge_rank(m, sym[best], sym[best + 1])
     return k
 
 

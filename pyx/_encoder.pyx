@@ -14,8 +14,12 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
+
+cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject *ob_item[1]
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 cimport numpy as cnp
 import numpy as np
@@ -27,7 +31,7 @@ from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_m
                             worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
-                                    cache_free, cache_store, pack_key, key_hash, short_home, short_find,
+                                    cache_free, cache_store, pack_key, key_hash, short_home, short_probe,
                                     long_hash, long_find, long_ids, q4_pc_prefetch)
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
@@ -40,16 +44,35 @@ cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
-    CHUNK = 64              # pieces split and hashed at once, before their encoding
+    CHUNK = 256              # pieces split and hashed at once, before their encoding
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
 
-cdef inline void prefetch_slot(const PieceCache *c, Py_ssize_t size, uint64_t h) noexcept nogil:
-    """Start loading the cache slot a piece of this size and hash will probe."""
-    if 2 <= size <= KEY_INLINE:
-        q4_pc_prefetch(short_home(c, h))
-    elif KEY_INLINE < size <= LONG_KEY_MAX:
-        q4_pc_prefetch(&c.long_slots[h & c.long_mask])
+cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
+                            const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0, uint64_t *key1,
+                            const void **homes) noexcept nogil:
+    """For each piece of a chunk: its key (short: the packed bytes; long: key0 =
+    the hash) and the first cache slot to probe, requested for the first AHEAD
+    pieces. homes[k:k + AHEAD] point at the text: the encode loop requests
+    those too, harmlessly."""
+    cdef Py_ssize_t i, size, start = pos
+    cdef uint64_t h
+    for i in range(k):
+        size = ends[i] - start
+        if 2 <= size <= KEY_INLINE:
+            pack_key(s + start, size, s + n, &key0[i], &key1[i])
+            homes[i] = short_home(c, key_hash(key0[i], key1[i]))
+        elif KEY_INLINE < size <= LONG_KEY_MAX:
+            h = long_hash(s + start, size)
+            key0[i] = h
+            homes[i] = &c.long_slots[h & c.long_mask]
+        else:
+            homes[i] = s + start
+        start = ends[i]
+    for i in range(k, k + AHEAD):
+        homes[i] = s
+    for i in range(min(k, AHEAD)):
+        q4_pc_prefetch(homes[i])
 
 
 cdef class NativeTokenizer:
@@ -232,17 +255,16 @@ cdef class NativeTokenizer:
 
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """Pre-tokenize and BPE, a chunk of pieces at a time: split the chunk,
-        hash each piece and prefetch its cache slot, then encode the pieces,
-        whose slots have arrived meanwhile. Hits are answered here; misses
-        go to bpe_miss, which merges and remembers them."""
+        key each piece and locate its cache slot (hash_chunk), then encode the
+        pieces, requesting each slot AHEAD pieces before its probe so that it
+        has arrived by then. Hits are answered here; misses go to bpe_miss,
+        which merges and remembers them."""
         cdef Py_ssize_t ends[CHUNK]
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
-        cdef uint64_t hashes[CHUNK]
-        cdef Py_ssize_t sizes[CHUNK]
+        cdef const void *homes[CHUNK + AHEAD]
         cdef PieceCache *c = &w.cache
         cdef bint cached = c.short_slots != NULL
-        cdef const uint8_t *end = s + n
         cdef Py_ssize_t pos = 0, start, size, i, k, got
         cdef ShortSlot *slot
         cdef LongSlot *ls
@@ -253,31 +275,20 @@ cdef class NativeTokenizer:
             if idvec_reserve(out, ends[k - 1] - pos + IDS_INLINE) < 0:
                 return RC_NO_MEMORY
             if cached:
-                start = pos
-                for i in range(k):
-                    size = ends[i] - start
-                    if 2 <= size <= KEY_INLINE:
-                        pack_key(s + start, size, end, &key0[i], &key1[i])
-                        hashes[i] = key_hash(key0[i], key1[i])
-                    elif KEY_INLINE < size <= LONG_KEY_MAX:
-                        hashes[i] = long_hash(s + start, size)
-                    sizes[i] = size
-                    start = ends[i]
-                for i in range(min(k, AHEAD)):
-                    prefetch_slot(c, sizes[i], hashes[i])
+                hash_chunk(c, s, n, pos, ends, k, key0, key1, homes)
             start = pos
             dst = out.data + out.len
             for i in range(k):
                 size = ends[i] - start
-                if cached and i + AHEAD < k:
-                    prefetch_slot(c, sizes[i + AHEAD], hashes[i + AHEAD])
+                if cached:
+                    q4_pc_prefetch(homes[i + AHEAD])
                 if size == 1:
                     dst[0] = self.model.byte_ids[s[start]]
                     dst += 1
                     start = ends[i]
                     continue
                 if cached and size <= KEY_INLINE:
-                    slot = short_find(c, key0[i], key1[i], hashes[i])
+                    slot = short_probe(c, <ShortSlot *> homes[i], key0[i], key1[i])
                     if slot.k1 != 0:
                         if slot.n <= IDS_INLINE:
                             memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
@@ -287,7 +298,7 @@ cdef class NativeTokenizer:
                         start = ends[i]
                         continue
                 elif cached and size <= LONG_KEY_MAX:
-                    ls = long_find(c, s + start, size, hashes[i])
+                    ls = long_find(c, s + start, size, key0[i])
                     if ls.hash != 0:
                         memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
                         dst += ls.nids
@@ -661,18 +672,43 @@ cdef tuple fault_tuple(int rc, GeoError *geo):
     return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
 
 
+cdef extern from *:
+    """
+    #define q4_prefetch_write(p) __builtin_prefetch((p), 1, 3)
+    #define q4_prefetch_read(p) __builtin_prefetch((p), 0, 3)
+    """
+    void q4_prefetch_write(const void *p) nogil
+    void q4_prefetch_read(const void *p) nogil
+
+
+cdef enum:
+    ITEM_AHEAD = 16         # idvec_to_list: tuple slots requested this many ids ahead
+    OBJECT_AHEAD = 8        # and int objects (whose refcount is written) this many
+
+
 cdef list idvec_to_list(IdVec *v, tuple id_objects):
-    """Python list of the ids, sharing one int object per id (no allocation per item)."""
+    """Python list of the ids, sharing one int object per id (no allocation per
+    item). Each item costs a write to its int's refcount, scattered over the
+    vocabulary's int objects: the tuple slot and then the object are
+    requested ahead, so that the writes do not wait on memory in turn."""
     cdef list out = PyList_New(v.len)
-    cdef Py_ssize_t k, limit = len(id_objects)
+    cdef Py_ssize_t k, n = v.len, limit = len(id_objects)
+    cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
+    cdef const int32_t *ids = v.data
     cdef PyObject *item
     cdef object fresh
-    for k in range(v.len):
-        if 0 <= v.data[k] < limit:
-            item = PyTuple_GET_ITEM(id_objects, v.data[k])
+    cdef int32_t t
+    for k in range(n):
+        if k + ITEM_AHEAD < n and <uint32_t> ids[k + ITEM_AHEAD] < <uint32_t> limit:
+            q4_prefetch_read(&items[ids[k + ITEM_AHEAD]])
+        if k + OBJECT_AHEAD < n and <uint32_t> ids[k + OBJECT_AHEAD] < <uint32_t> limit:
+            q4_prefetch_write(items[ids[k + OBJECT_AHEAD]])
+        t = ids[k]
+        if <uint32_t> t < <uint32_t> limit:
+            item = items[t]
             Py_INCREF(<object> item)
         else:
-            fresh = PyLong_FromLong(v.data[k])
+            fresh = PyLong_FromLong(t)
             Py_INCREF(fresh)
             item = <PyObject *> fresh
         PyList_SET_ITEM(out, k, <object> item)  # steals the reference taken above

@@ -106,18 +106,22 @@ cdef inline uint64_t key_hash(uint64_t k0, uint64_t k1) noexcept nogil:
 
 
 cdef inline ShortSlot *short_home(const PieceCache *c, uint64_t h) noexcept nogil:
-    return &c.short_slots[h & c.short_mask]
+    """The first slot a key of hash h may be in: the first of its cache line, so
+    that one prefetched line holds the two slots probed first."""
+    return &c.short_slots[h & c.short_mask & ~(<uint64_t> 1)]
+
+
+cdef inline ShortSlot *short_probe(const PieceCache *c, ShortSlot *s, uint64_t k0, uint64_t k1) noexcept nogil:
+    """From s (its short_home), the slot holding key (k0, k1), or the free slot
+    where it would go."""
+    while not ((s.k1 == k1 and s.k0 == k0) or s.k1 == 0):
+        s = &c.short_slots[(s - c.short_slots + 1) & c.short_mask]
+    return s
 
 
 cdef inline ShortSlot *short_find(const PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h) noexcept nogil:
-    """The slot holding key (k0, k1), or the free slot where it would go."""
-    cdef uint64_t i = h & c.short_mask
-    cdef ShortSlot *s
-    while True:
-        s = &c.short_slots[i]
-        if (s.k1 == k1 and s.k0 == k0) or s.k1 == 0:
-            return s
-        i = (i + 1) & c.short_mask
+    """The slot holding key (k0, k1) of hash h, or the free slot where it would go."""
+    return short_probe(c, short_home(c, h), k0, k1)
 
 
 cdef inline uint64_t long_hash(const uint8_t *p, Py_ssize_t n) noexcept nogil:
