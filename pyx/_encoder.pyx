@@ -32,7 +32,7 @@ from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_m
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
                                     cache_free, cache_store, pack_key, key_hash, short_home, short_probe,
-                                    long_hash, long_find, long_ids, q4_pc_prefetch)
+                                    long_hash, long_find, long_ids, prefetch_home, q4_pc_prefetch)
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
@@ -45,6 +45,7 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
+    SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
 
@@ -98,8 +99,12 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False):
-        """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag."""
+                 Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False,
+                 self_encoding=None):
+        """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
+        self_encoding: None, or uint8 per token, 1 where merging the token's own
+        bytes gives that token (the compiled vocabulary's flags): the seed then
+        takes those tokens as they are instead of merging each one."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -107,7 +112,14 @@ cdef class NativeTokenizer:
         cdef const int64_t[::1] ao = np.ascontiguousarray(atom_offsets, dtype=np.int64)
         cdef const int32_t[::1] ai = np.ascontiguousarray(atom_ids, dtype=np.int32)
         cdef int32_t byte_ids[256]
+        cdef const uint8_t[::1] flags
+        cdef const uint8_t *flag_ptr = NULL
         cdef Py_ssize_t i, j
+        if self_encoding is not None:
+            flags = np.ascontiguousarray(self_encoding, dtype=np.uint8)
+            if flags.shape[0] != to.shape[0] - 1:
+                raise ValueError("self_encoding must hold one flag per token")
+            flag_ptr = &flags[0]
         if not 0 <= cache_words <= (1 << 30):
             raise ValueError("cache_words must be from 0 to 2**30")
         self.cache_words = cache_words
@@ -132,7 +144,7 @@ cdef class NativeTokenizer:
             if i == 0 and ignore_merges:
                 i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
             if i == 0 and j == 0 and cache_words > 0:
-                i = self.build_seed()
+                i = self.build_seed(flag_ptr)
         if i == -2:
             raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
@@ -194,12 +206,13 @@ cdef class NativeTokenizer:
 
     # -- the nogil loops ---------------------------------------------------------
 
-    cdef int build_seed(self) noexcept nogil:
+    cdef int build_seed(self, const uint8_t *flags) noexcept nogil:
         """Fill self.seed: every token spelling that is one whole piece (valid
         UTF-8, NFC, pre-tokenized as itself, 2..LONG_KEY_MAX bytes) valued
         with what merging it gives, sized for cache_words more learned words.
         A first word is then found by lookup when it is a token, as most are.
-        0, or -1 if allocation fails."""
+        flags (NULL: none): the tokens known to merge back into themselves,
+        taken without merging. 0, or -1 if allocation fails."""
         cdef Worker tmp
         cdef IdVec ids
         cdef int64_t *ends = <int64_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int64_t))
@@ -207,14 +220,15 @@ cdef class NativeTokenizer:
         cdef int rc = -1
         memset(&ids, 0, sizeof(IdVec))
         if cand != NULL and ends != NULL and worker_init(&tmp, NULL) == 0:
-            rc = self.fill_seed(&tmp, &ids, cand, ends)
+            rc = self.fill_seed(&tmp, &ids, cand, ends, flags)
             worker_free(&tmp)
         idvec_free(&ids)
         q4_free(cand)
         q4_free(ends)
         return rc
 
-    cdef int fill_seed(self, Worker *tmp, IdVec *ids, int32_t *cand, int64_t *ends) noexcept nogil:
+    cdef int fill_seed(self, Worker *tmp, IdVec *ids, int32_t *cand, int64_t *ends,
+                       const uint8_t *flags) noexcept nogil:
         """build_seed's work: merge the candidates into ids (cand: their token
         ids, ends: where each one's ids end), then size and fill the seed."""
         cdef Py_ssize_t t, n, k, m = 0, n_short = 0, n_long = 0, spill = 0, pool = 0
@@ -228,9 +242,13 @@ cdef class NativeTokenizer:
                 continue
             if idvec_reserve(ids, n) < 0:
                 return -1
-            k = bpe_merge(&self.model, tmp, p, n, ids.data + ids.len)
-            if k < 0:
-                return -1
+            if flags != NULL and flags[t]:
+                ids.data[ids.len] = <int32_t> t
+                k = 1
+            else:
+                k = bpe_merge(&self.model, tmp, p, n, ids.data + ids.len)
+                if k < 0:
+                    return -1
             ids.len += k
             cand[m] = <int32_t> t
             ends[m] = ids.len
@@ -245,6 +263,10 @@ cdef class NativeTokenizer:
                       pool + POOL_PER_LONG * learn_long) < 0:
             return -1
         for k in range(m):
+            if k + SEED_AHEAD < m:  # the stores land at random in a large table
+                t = cand[k + SEED_AHEAD]
+                prefetch_home(&self.seed, self.token_bytes + self.token_offsets[t],
+                              self.token_offsets[t + 1] - self.token_offsets[t])
             t = cand[k]
             p = self.token_bytes + self.token_offsets[t]
             n = self.token_offsets[t + 1] - self.token_offsets[t]

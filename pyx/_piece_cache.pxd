@@ -148,5 +148,15 @@ cdef inline LongSlot *long_find(const PieceCache *c, const uint8_t *p, Py_ssize_
         i = (i + 1) & c.long_mask
 
 
+cdef inline void prefetch_home(const PieceCache *c, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Start loading the first slot piece p[0:n] would probe (for a store soon)."""
+    cdef uint64_t k0, k1
+    if 2 <= n <= KEY_INLINE:
+        pack_key(p, n, p + n, &k0, &k1)
+        q4_pc_prefetch(short_home(c, key_hash(k0, k1)))
+    elif KEY_INLINE < n <= LONG_KEY_MAX:
+        q4_pc_prefetch(&c.long_slots[long_hash(p, n) & c.long_mask])
+
+
 cdef inline const int32_t *long_ids(const PieceCache *c, const LongSlot *s) noexcept nogil:
     return <const int32_t *> (c.pool + s.offset + ((s.klen + 3) & ~3))

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # The Qwen patterns (docs/FORMAT.md, section 2). The native pre-tokenizer implements
 # exactly these two (one scanner, see pyx/_pretokenize.pyx); any other pattern is refused.
@@ -308,19 +308,57 @@ def check_compiled(arrays) -> None:
         and (ai.size == 0 or (int(ai.min()) >= n and int(ai.max()) < ID_LIMIT))
         and len(np.unique(ai)) == len(ai)
         and arrays["marks"].shape == arrays["ignore_merges"].shape == (1,)
+        and ("self_encoding" not in arrays
+             or (arrays["self_encoding"].dtype == np.uint8 and arrays["self_encoding"].shape == (n,)))
     )
     if not ok:
         raise ValueError("compiled vocabulary: arrays are not consistent")
 
 
+def self_encoding(token_bytes: np.ndarray, token_offsets: np.ndarray, merges: np.ndarray,
+                  ignore_merges: bool) -> np.ndarray:
+    """uint8 per token: 1 when BPE over the token's own bytes gives back exactly
+    that token (lowest rank first, leftmost among equals; under ignore_merges
+    every token does). The native core seeds its piece caches with these
+    tokens without merging each one at load time (pyx/_encoder.pyx, build_seed);
+    computed once, when a bundled vocabulary is compiled at build time (a few
+    seconds in Python)."""
+    n = len(token_offsets) - 1
+    if ignore_merges:
+        return np.ones(n, dtype=np.uint8)
+    blob = token_bytes.tobytes()
+    spelled = [blob[token_offsets[t]:token_offsets[t + 1]] for t in range(n)]
+    byte_id = {b: t for t, b in enumerate(spelled) if len(b) == 1}
+    rank: dict[tuple[int, int], tuple[int, int]] = {}
+    for r, (a, b, new) in enumerate(merges.tolist()):
+        rank.setdefault((a, b), (r, new))  # a repeated merge keeps its first rank, as HF does
+    absent = (1 << 62, -1)
+    out = np.zeros(n, dtype=np.uint8)
+    for t, word in enumerate(spelled):
+        sym = [byte_id[word[j:j + 1]] for j in range(len(word))]
+        while len(sym) > 1:
+            (r, new), j = min((rank.get((sym[i], sym[i + 1]), absent), i) for i in range(len(sym) - 1))
+            if new < 0:
+                break
+            sym[j:j + 2] = [new]
+        out[t] = sym == [t]
+    return out
+
+
 def compile_bundled(name: str, vocab_dir: str) -> dict[str, np.ndarray]:
-    """Compile the bundled vocabulary `name` from its source under vocab_dir."""
+    """Compile the bundled vocabulary `name` from its source under vocab_dir,
+    with its self_encoding flags (a from_file vocabulary has none: the native
+    core finds them at load)."""
     source = os.path.join(vocab_dir, BUNDLED[name][1])
     with open(source, "rb") as f:
         raw = f.read()
     if source.endswith(".tiktoken"):
-        return compile_tiktoken(raw, QWEN35_SPECIALS, marks=True, where=source)
-    return compile_tokenizer_json(raw, where=source)
+        arrays = compile_tiktoken(raw, QWEN35_SPECIALS, marks=True, where=source)
+    else:
+        arrays = compile_tokenizer_json(raw, where=source)
+    arrays["self_encoding"] = self_encoding(arrays["token_bytes"], arrays["token_offsets"], arrays["merges"],
+                                            bool(arrays["ignore_merges"][0]))
+    return arrays
 
 
 def write_arrays(arrays: dict[str, np.ndarray], out_path: str) -> None:

@@ -214,6 +214,7 @@ class Tokenizer:
             cache_words=cache_size,
             marks=bool(arrays["marks"][0]),
             ignore_merges=bool(arrays["ignore_merges"][0]),
+            self_encoding=arrays.get("self_encoding"),
         )
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
