@@ -4,3 +4,7 @@
 # `letters` is Q4_L (Qwen3) or Q4_L | Q4_M (Qwen3.5).
 cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
                           unsigned char letters) noexcept nogil
+# The ends (exclusive) of the next pre-tokens from s[i] into ends[0..k), k <= cap,
+# fewer only at the end of the text; i < n, cap >= 1; returns k >= 1.
+cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char letters,
+                           Py_ssize_t *ends, Py_ssize_t cap) noexcept nogil

@@ -27,11 +27,16 @@ prefix of alternative 2, but with Q4_M in `letters` it already starts a run.
 Input must be valid UTF-8 (the callers validate it); classes come from the
 generated tables in unicode_tables.h.
 """
-from qwen4exp._unicode cimport q4_cclass, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport uint64_t
+from libc.string cimport memcpy, memset
+
+from qwen4exp._unicode cimport q4_cclass, q4_byte_class, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M, Q4_HI
 
 cdef enum:
     NOT_OTHER = Q4_N | Q4_WS          # with `letters`: what ends an "other" run
     NOT_PREFIX = Q4_L | Q4_N | Q4_CRLF
+    MAX_HOOK_CAP = 256                # the test hooks' chunk buffer
 
 
 cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssize_t *next_i) noexcept nogil:
@@ -40,7 +45,7 @@ cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssiz
     cdef unsigned int cp
     if b < 0x80:
         next_i[0] = i + 1
-        return q4_cclass(b)
+        return q4_byte_class[b]
     if b < 0xE0:
         cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
         next_i[0] = i + 2
@@ -53,24 +58,64 @@ cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssiz
     return q4_cclass(cp)
 
 
+# The run scanners test ASCII bytes through q4_byte_class alone and decode only
+# bytes >= 0x80, so a run may cross between ASCII and any code point.
+
 cdef inline Py_ssize_t letters_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
                                     unsigned char letters) noexcept nogil:
+    """End of the letter run that continues at j."""
+    cdef unsigned char c
     cdef Py_ssize_t nj
     while j < n:
-        if not (class_at(s, j, &nj) & letters):
+        c = q4_byte_class[s[j]]
+        if c & Q4_L:
+            j += 1
+        elif c & Q4_HI and class_at(s, j, &nj) & letters:
+            j = nj
+        else:
             break
-        j = nj
     return j
 
 
 cdef inline Py_ssize_t others_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
                                    unsigned char not_other) noexcept nogil:
+    """End of the "other" run that continues at j, with the CR/LF after it."""
+    cdef unsigned char c
     cdef Py_ssize_t nj
     while j < n:
-        if class_at(s, j, &nj) & not_other:
+        c = q4_byte_class[s[j]]
+        if c == 0:
+            j += 1
+        elif c & Q4_HI and not (class_at(s, j, &nj) & not_other):
+            j = nj
+        else:
             break
-        j = nj
+    while j < n and q4_byte_class[s[j]] & Q4_CRLF:
+        j += 1
     return j
+
+
+cdef inline Py_ssize_t spaces_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """End of the piece that s[i], a whitespace character, starts when no letter
+    run or "other" run takes it: alternatives 5, 6 and 7."""
+    cdef Py_ssize_t j = i, nj, last_start = i, crlf_end = -1
+    cdef unsigned char c
+    while j < n:
+        c = q4_byte_class[s[j]]
+        nj = j + 1
+        if c & Q4_HI:
+            c = class_at(s, j, &nj)
+        if not (c & Q4_WS):
+            break
+        if c & Q4_CRLF:
+            crlf_end = nj
+        last_start = j
+        j = nj
+    if crlf_end > 0:
+        return crlf_end
+    if j == n or last_start == i:
+        return j
+    return last_start
 
 
 cdef inline bint is_ci(unsigned char b, unsigned char lower) noexcept nogil:
@@ -92,13 +137,13 @@ cdef inline Py_ssize_t contraction_end(const unsigned char *s, Py_ssize_t n, Py_
     return -1
 
 
-cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
-                          unsigned char letters) noexcept nogil:
-    """End (exclusive byte offset) of the pre-token that starts at s[i], i < n."""
+cdef Py_ssize_t any_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                        unsigned char letters) noexcept nogil:
+    """End of the pre-token at s[i] for any first two characters: the
+    alternatives in order. Kept out of line: next_end handles ASCII itself."""
     cdef unsigned char not_other = letters | NOT_OTHER
-    cdef Py_ssize_t i1, j, nj, last_start, crlf_end
+    cdef Py_ssize_t i1, j, nj
     cdef unsigned char c0 = class_at(s, i, &i1)
-    cdef unsigned char c
     cdef Py_ssize_t r
     if s[i] == c"'" and i1 < n:
         r = contraction_end(s, n, i1)
@@ -115,42 +160,300 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
     if s[i] == c' ' and i1 < n and not (class_at(s, i1, &nj) & not_other):
         j = i1
     if not (class_at(s, j, &nj) & not_other):
-        j = others_end(s, n, nj, not_other)
-        while j < n and (s[j] == c'\r' or s[j] == c'\n'):
-            j += 1
-        return j
-    # Here s[i] starts a whitespace run.
-    j = i
-    last_start = i
-    crlf_end = -1
-    while j < n:
-        c = class_at(s, j, &nj)
-        if not (c & Q4_WS):
-            break
-        if c & Q4_CRLF:
-            crlf_end = nj
-        last_start = j
-        j = nj
-    if crlf_end > 0:
-        return crlf_end
-    if j == n or last_start == i:
-        return j
-    return last_start
+        return others_end(s, n, nj, not_other)
+    return spaces_end(s, n, i)
 
 
-def split(str text, bint marks=False):
-    """Test hook: the pre-tokens of `text` (no normalization), as str pieces;
-    `marks` selects the Qwen3.5 pattern."""
-    cdef bytes data = text.encode("utf-8")
-    cdef const unsigned char *s = data
-    cdef Py_ssize_t n = len(data), i = 0, e
+cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                                unsigned char letters) noexcept nogil:
+    """End of the pre-token at s[i]: the shapes of ASCII text decided from its
+    first two bytes (each branch is what any_end concludes for them), the rest
+    through any_end."""
+    cdef unsigned char b = s[i], c = q4_byte_class[b], c1
+    cdef Py_ssize_t r
+    if c & Q4_L:                      # [a-zA-Z]: a letter run
+        return letters_end(s, n, i + 1, letters)
+    if c & Q4_N:                      # a digit is a piece
+        return i + 1
+    if c & Q4_HI:
+        return any_end(s, n, i, letters)
+    if i + 1 == n:                    # a last character is a piece whatever it is
+        return n
+    c1 = q4_byte_class[s[i + 1]]
+    if c1 & Q4_HI:
+        return any_end(s, n, i, letters)
+    if c == 0:                        # punctuation or a control character
+        if b == c"'":
+            r = contraction_end(s, n, i + 1)
+            if r > 0:
+                return r
+        if c1 & Q4_L:                 # ".word": the prefix of a letter run
+            return letters_end(s, n, i + 2, letters)
+        return others_end(s, n, i + 1, letters | NOT_OTHER)
+    if c1 & Q4_L and not (c & Q4_CRLF):   # " word", "\tword"
+        return letters_end(s, n, i + 2, letters)
+    if b == c' ' and c1 == 0:         # " (", " +="
+        return others_end(s, n, i + 2, letters | NOT_OTHER)
+    return spaces_end(s, n, i)
+
+
+# -- ASCII blocks ------------------------------------------------------------------
+# Scanning piece by piece, each piece's end waits on loads and table look-ups
+# of its bytes, and on code the branch predictor misses a run's end about once
+# per piece. A block instead classifies 64 bytes at once into bit masks (SSE2
+# where there is SSE2); a piece inside the block is then a few bit operations
+# on registers, and a run's end one count of trailing zeros. Byte 63, bytes
+# past the text and every byte >= 0x80 are "unknown" (the hi mask): a piece
+# whose end the masks cannot prove before the first unknown byte is left to
+# next_end.
+cdef extern from * nogil:
+    """
+    typedef struct {
+        uint64_t letter, digit, space, crlf, other, blank, apos, hi;
+    } q4_block;
+
+    /* Byte by byte: every target; the tests compare it with the SSE2 one. */
+    static void q4_classify_bytes(const unsigned char *p, q4_block *m) {
+        uint64_t bit;
+        int k;
+        memset(m, 0, sizeof *m);
+        for (k = 0; k < 64; k++) {
+            unsigned char b = p[k], lc = b | 0x20;
+            bit = (uint64_t)1 << k;
+            if (b >= 0x80) m->hi |= bit;
+            else if (lc >= 'a' && lc <= 'z') m->letter |= bit;
+            else if (b >= '0' && b <= '9') m->digit |= bit;
+            else if ((b >= 0x09 && b <= 0x0D) || b == 0x20) m->space |= bit;
+            else m->other |= bit;
+            if (b == 0x0A || b == 0x0D) m->crlf |= bit;
+            if (b == 0x20) m->blank |= bit;
+            if (b == 0x27) m->apos |= bit;
+        }
+    }
+
+    #if defined(__GNUC__)
+    #define q4_ctz64(x) __builtin_ctzll(x)
+    #define q4_clz64(x) __builtin_clzll(x)
+    #else
+    static int q4_ctz64(uint64_t x) { int k = 0; while (!(x & 1)) { x >>= 1; k++; } return k; }
+    static int q4_clz64(uint64_t x) { int k = 0; while (!(x >> 63)) { x <<= 1; k++; } return k; }
+    #endif
+
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define Q4_MASK(e) ((uint64_t)(uint16_t)_mm_movemask_epi8(e))
+    static inline void q4_classify(const unsigned char *p, q4_block *m) {
+        int k;
+        memset(m, 0, sizeof *m);
+        for (k = 0; k < 64; k += 16) {
+            /* signed compares: bytes >= 0x80 are negative, in no ASCII range */
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + k));
+            __m128i lc = _mm_or_si128(v, _mm_set1_epi8(0x20));
+            __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(lc, _mm_set1_epi8('a' - 1)),
+                                           _mm_cmplt_epi8(lc, _mm_set1_epi8('z' + 1)));
+            __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                          _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+            __m128i blank = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x20));
+            __m128i space = _mm_or_si128(blank, _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(0x08)),
+                                                              _mm_cmplt_epi8(v, _mm_set1_epi8(0x0E))));
+            __m128i crlf = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x0A)),
+                                        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x0D)));
+            m->letter |= Q4_MASK(letter) << k;
+            m->digit |= Q4_MASK(digit) << k;
+            m->space |= Q4_MASK(space) << k;
+            m->crlf |= Q4_MASK(crlf) << k;
+            m->blank |= Q4_MASK(blank) << k;
+            m->apos |= Q4_MASK(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x27))) << k;
+            m->hi |= Q4_MASK(v) << k;
+        }
+        m->other = ~(m->letter | m->digit | m->space | m->hi);
+    }
+    #else
+    #define q4_classify q4_classify_bytes
+    #endif
+    """
+    ctypedef struct q4_block:
+        uint64_t letter, digit, space, crlf, other, blank, apos, hi
+    void q4_classify(const unsigned char *p, q4_block *m)
+    void q4_classify_bytes(const unsigned char *p, q4_block *m)
+    int q4_ctz64(uint64_t x)      # x != 0
+    int q4_clz64(uint64_t x)      # x != 0
+
+cdef enum:
+    BLOCK = 64
+    SCALAR_RUN = 4        # pieces scanned one by one after a block proved none
+
+
+cdef inline Py_ssize_t classify_block(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                                      q4_block *m) noexcept nogil:
+    """Masks of the 64 bytes from s[i] (past the text: unknown); returns the
+    block's limit, the first unknown position (at most 63)."""
+    cdef unsigned char tail[BLOCK]
+    cdef uint64_t known
+    if i + BLOCK <= n:
+        q4_classify(s + i, m)
+    else:
+        memcpy(tail, s + i, n - i)
+        memset(tail + (n - i), 0x80, BLOCK - (n - i))
+        q4_classify(tail, m)
+    m.hi |= (<uint64_t> 1) << 63
+    known = ~m.hi
+    m.letter &= known
+    m.digit &= known
+    m.space &= known
+    m.crlf &= known
+    m.other &= known
+    return q4_ctz64(m.hi)
+
+
+cdef inline uint64_t below(Py_ssize_t q) noexcept nogil:
+    """Bits 0..q-1 (q <= 63)."""
+    return ((<uint64_t> 1) << q) - 1
+
+
+cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize_t base) noexcept nogil:
+    """The pre-tokens that start in the 64 bytes from s[base], a piece start
+    whose byte is ASCII, as a bit mask: bit x set iff a piece starts at
+    s[base + x]; only bits of positions the masks prove are set (none at or
+    after the first unknown byte, nor in a whitespace run that reaches it).
+
+    In ASCII text whether a piece starts at x depends on its neighbours only
+    (bits shifted in at position 0 are as if a digit came before the block,
+    which ends every piece, as the block's start does):
+    * a digit: always (alternative 3);
+    * an "other" byte: unless the byte before is "other" (the run goes on) or
+      U+0020 (alternative 4 takes the space along);
+    * a letter: when the byte before is a digit, CR/LF, or an "other" byte that
+      does not start a piece (the "other" run ends here), or a letter ending a
+      contraction; not after other whitespace (it is the letters' prefix) nor
+      after an "other" byte that starts a piece (prefix, or a contraction);
+    * whitespace: the CR/LF right after an "other" run belong to it; of the
+      rest of a run, its first byte, the byte after its last CR/LF, and its
+      last byte unless that is a CR/LF (given back by \\s+(?!\\S), or alone)."""
+    cdef q4_block m
+    cdef Py_ssize_t lim = classify_block(s, n, base, &m), cut, e, c, y
+    cdef uint64_t last, nonspace, absorbed, spaces, plain, after_cr, landing, bad
+    cdef uint64_t other_starts, starts, cands
+    # a whitespace run that reaches lim may go on: nothing in it is proven
+    cut = lim
+    last = (<uint64_t> 1) << (lim - 1)
+    if m.space & last:
+        nonspace = ~m.space & (last - 1)
+        cut = 64 - q4_clz64(nonspace) if nonspace else 0
+    # CR/LF taken by an "other" run ([\r\n]* after the run), by carry propagation
+    absorbed = m.crlf & ~(m.crlf + (((m.other & ~(m.other >> 1)) << 1) & m.crlf))
+    spaces = m.space & ~absorbed
+    plain = spaces & ~m.crlf
+    after_cr = ((m.crlf & spaces) << 1) & plain & below(cut)
+    if after_cr:
+        # a run with CR/LF after non-CR/LF whitespace ("\n \n"): only its last
+        # CR/LF ends a piece, which the masks do not tell; stop before the run
+        landing = (plain + after_cr) & ~plain
+        bad = landing & m.crlf
+        if bad:
+            c = 63 - q4_clz64(after_cr & below(q4_ctz64(bad)))
+            cut = c if c < cut else cut
+    other_starts = m.other & ~(m.other << 1) & ~(m.blank << 1)
+    starts = (m.digit | other_starts
+              | (m.letter & ~((m.letter | (m.space & ~m.crlf) | other_starts) << 1))
+              | (spaces & ~(spaces << 1)) | after_cr | (plain & ~(spaces >> 1)))
+    # contractions: the letter right after one starts a piece
+    cands = m.apos & other_starts & (m.letter >> 1) & below(cut)
+    while cands:
+        y = q4_ctz64(cands)
+        cands &= cands - 1
+        e = contraction_end(s, n, base + y + 1) - base
+        if 0 < e < 63:
+            starts |= m.letter & ((<uint64_t> 1) << e)
+    return starts & below(cut)
+
+
+cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                          unsigned char letters) noexcept nogil:
+    """End (exclusive byte offset) of the pre-token that starts at s[i], i < n."""
+    return next_end(s, n, i, letters)
+
+
+cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char letters,
+                           Py_ssize_t *ends, Py_ssize_t cap) noexcept nogil:
+    """Ends of the next pre-tokens from s[i] (i < n, cap >= 1) into ends[0..k),
+    k <= cap, stopping early only at the end of the text; returns k >= 1."""
+    cdef Py_ssize_t k = 0, skip = 0, last
+    cdef uint64_t starts
+    while True:
+        # ASCII text: every piece a block proves; the block after starts at
+        # the last of them, whose end it could not see.
+        if skip == 0 and s[i] < 0x80 and (i + 1 == n or s[i + 1] < 0x80):
+            starts = block_starts(s, n, i) & ~(<uint64_t> 1)
+            if starts:
+                last = i + 63 - q4_clz64(starts)
+                while starts:
+                    ends[k] = i + q4_ctz64(starts)
+                    starts &= starts - 1
+                    k += 1
+                    if k >= cap:
+                        return k
+                i = last
+                continue
+            skip = SCALAR_RUN       # mostly non-ASCII here: blocks would not pay
+        elif skip:
+            skip -= 1
+        i = next_end(s, n, i, letters)
+        ends[k] = i
+        k += 1
+        if i >= n or k >= cap:
+            return k
+
+
+# -- test and benchmark hooks ----------------------------------------------------
+
+cdef const unsigned char *utf8_of(str text, Py_ssize_t *n) except NULL:
+    """The text's UTF-8 form (cached in the str object by CPython)."""
+    return <const unsigned char *> PyUnicode_AsUTF8AndSize(text, n)
+
+
+cdef int check_cap(Py_ssize_t cap, Py_ssize_t lowest) except -1:
+    if not lowest <= cap <= MAX_HOOK_CAP:
+        raise ValueError(f"cap must be in {lowest}..{MAX_HOOK_CAP}, got {cap}")
+    return 0
+
+
+def split(str text, bint marks=False, Py_ssize_t cap=7):
+    """Test hook: the pre-tokens of `text` (no normalization), as str pieces,
+    found by piece_ends `cap` at a time; `marks` selects the Qwen3.5 pattern."""
+    cdef Py_ssize_t n, i = 0, k, m, start
+    cdef const unsigned char *s = utf8_of(text, &n)
     cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
+    cdef Py_ssize_t ends[MAX_HOOK_CAP]
+    check_cap(cap, 1)
     pieces = []
     while i < n:
-        e = piece_end(s, n, i, letters)
-        pieces.append(data[i:e].decode("utf-8"))
-        i = e
+        m = piece_ends(s, n, i, letters, ends, cap)
+        for k in range(m):
+            start = i
+            i = ends[k]
+            pieces.append(s[start:i].decode("utf-8"))
     return pieces
+
+
+def count_pieces(str text, bint marks=False, Py_ssize_t cap=64):
+    """Benchmark hook: the number of pre-tokens of `text`, scanned without the
+    GIL; cap 0 calls piece_end once per piece, cap k > 0 piece_ends k at a time."""
+    cdef Py_ssize_t n, i = 0, count = 0, m
+    cdef const unsigned char *s = utf8_of(text, &n)
+    cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
+    cdef Py_ssize_t ends[MAX_HOOK_CAP]
+    check_cap(cap, 0)
+    with nogil:
+        while i < n:
+            if cap == 0:
+                i = piece_end(s, n, i, letters)
+                count += 1
+            else:
+                m = piece_ends(s, n, i, letters, ends, cap)
+                count += m
+                i = ends[m - 1]
+    return count
 
 
 def char_class(int cp):
@@ -158,3 +461,10 @@ def char_class(int cp):
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError("code point out of range")
     return q4_cclass(<unsigned int> cp)
+
+
+def byte_class(int b):
+    """Test hook: q4_byte_class[b], the pre-tokenizer's per-byte table (128: b >= 0x80)."""
+    if b < 0 or b > 0xFF:
+        raise ValueError("byte out of range")
+    return q4_byte_class[b]
