@@ -28,7 +28,7 @@ Input must be valid UTF-8 (the callers validate it); classes come from the
 generated tables in unicode_tables.h.
 """
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from qwen4exp._unicode cimport q4_cclass, q4_byte_class, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M, Q4_HI
@@ -170,17 +170,21 @@ cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t
     first two bytes (each branch is what any_end concludes for them), the rest
     through any_end."""
     cdef unsigned char b = s[i], c = q4_byte_class[b], c1
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, j
     if c & Q4_L:                      # [a-zA-Z]: a letter run
         return letters_end(s, n, i + 1, letters)
     if c & Q4_N:                      # a digit is a piece
         return i + 1
-    if c & Q4_HI:
+    if c & Q4_HI:                     # a word in another script
+        if class_at(s, i, &j) & letters:
+            return letters_end(s, n, j, letters)
         return any_end(s, n, i, letters)
     if i + 1 == n:                    # a last character is a piece whatever it is
         return n
     c1 = q4_byte_class[s[i + 1]]
-    if c1 & Q4_HI:
+    if c1 & Q4_HI:                    # " слово", "(слово"; "'ſ" is a contraction
+        if b != c"'" and not (c & Q4_CRLF) and class_at(s, i + 1, &j) & letters:
+            return letters_end(s, n, j, letters)
         return any_end(s, n, i, letters)
     if c == 0:                        # punctuation or a control character
         if b == c"'":
@@ -281,7 +285,6 @@ cdef extern from * nogil:
 
 cdef enum:
     BLOCK = 64
-    SCALAR_RUN = 4        # pieces scanned one by one after a block proved none
 
 
 cdef inline Py_ssize_t classify_block(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
@@ -374,16 +377,31 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
     return next_end(s, n, i, letters)
 
 
+cdef inline bint ascii_ahead(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """Whether a block from s[i] is likely to prove a few pieces: its first
+    16 bytes (those there are, near the end) are ASCII. In other scripts a
+    block would stop at the first byte >= 0x80 and prove nothing."""
+    cdef uint64_t w[2]
+    if i + 16 <= n:
+        memcpy(w, s + i, 16)
+        return ((w[0] | w[1]) & 0x8080808080808080ULL) == 0
+    while i < n:
+        if s[i] >= 0x80:
+            return False
+        i += 1
+    return True
+
+
 cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char letters,
                            Py_ssize_t *ends, Py_ssize_t cap) noexcept nogil:
     """Ends of the next pre-tokens from s[i] (i < n, cap >= 1) into ends[0..k),
     k <= cap, stopping early only at the end of the text; returns k >= 1."""
-    cdef Py_ssize_t k = 0, skip = 0, last
+    cdef Py_ssize_t k = 0, last
     cdef uint64_t starts
     while True:
         # ASCII text: every piece a block proves; the block after starts at
         # the last of them, whose end it could not see.
-        if skip == 0 and s[i] < 0x80 and (i + 1 == n or s[i + 1] < 0x80):
+        if ascii_ahead(s, n, i):
             starts = block_starts(s, n, i) & ~(<uint64_t> 1)
             if starts:
                 last = i + 63 - q4_clz64(starts)
@@ -395,9 +413,6 @@ cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, u
                         return k
                 i = last
                 continue
-            skip = SCALAR_RUN       # mostly non-ASCII here: blocks would not pay
-        elif skip:
-            skip -= 1
         i = next_end(s, n, i, letters)
         ends[k] = i
         k += 1
@@ -407,53 +422,84 @@ cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, u
 
 # -- test and benchmark hooks ----------------------------------------------------
 
-cdef const unsigned char *utf8_of(str text, Py_ssize_t *n) except NULL:
-    """The text's UTF-8 form (cached in the str object by CPython)."""
+cdef Py_ssize_t scan_all(const unsigned char *s, Py_ssize_t n, unsigned char letters, Py_ssize_t cap,
+                         int64_t *out) noexcept nogil:
+    """Every piece end of s[0..n) into out (unless NULL): piece_end one piece
+    at a time when cap is 0, else piece_ends cap at a time; returns how many."""
+    cdef Py_ssize_t i = 0, count = 0, m, k
+    cdef Py_ssize_t chunk[MAX_HOOK_CAP]
+    while i < n:
+        if cap == 0:
+            i = piece_end(s, n, i, letters)
+            chunk[0] = i
+            m = 1
+        else:
+            m = piece_ends(s, n, i, letters, chunk, cap)
+            i = chunk[m - 1]
+        if out != NULL:
+            for k in range(m):
+                out[count + k] = chunk[k]
+        count += m
+    return count
+
+
+cdef const unsigned char *hook_input(str text, Py_ssize_t cap, Py_ssize_t *n) except NULL:
+    """The text's UTF-8 form (cached in the str object by CPython), cap checked."""
+    if not 0 <= cap <= MAX_HOOK_CAP:
+        raise ValueError(f"cap must be in 0..{MAX_HOOK_CAP}, got {cap}")
     return <const unsigned char *> PyUnicode_AsUTF8AndSize(text, n)
 
 
-cdef int check_cap(Py_ssize_t cap, Py_ssize_t lowest) except -1:
-    if not lowest <= cap <= MAX_HOOK_CAP:
-        raise ValueError(f"cap must be in {lowest}..{MAX_HOOK_CAP}, got {cap}")
-    return 0
+def ends(str text, bint marks=False, Py_ssize_t cap=64):
+    """Test hook: the end offsets in the UTF-8 of `text` (no normalization) of
+    its pre-tokens, as an int64 numpy array, found by piece_ends `cap` at a
+    time (cap 0: piece_end one at a time); `marks` selects the Qwen3.5 pattern."""
+    import numpy
+
+    cdef Py_ssize_t n, count
+    cdef const unsigned char *s = hook_input(text, cap, &n)
+    cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
+    out = numpy.empty(max(n, 1), dtype=numpy.int64)
+    cdef int64_t[::1] view = out
+    with nogil:
+        count = scan_all(s, n, letters, cap, &view[0])
+    return out[:count]
 
 
 def split(str text, bint marks=False, Py_ssize_t cap=7):
-    """Test hook: the pre-tokens of `text` (no normalization), as str pieces,
-    found by piece_ends `cap` at a time; `marks` selects the Qwen3.5 pattern."""
-    cdef Py_ssize_t n, i = 0, k, m, start
-    cdef const unsigned char *s = utf8_of(text, &n)
-    cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
-    cdef Py_ssize_t ends[MAX_HOOK_CAP]
-    check_cap(cap, 1)
-    pieces = []
-    while i < n:
-        m = piece_ends(s, n, i, letters, ends, cap)
-        for k in range(m):
-            start = i
-            i = ends[k]
-            pieces.append(s[start:i].decode("utf-8"))
+    """Test hook: the pre-tokens of `text` as str pieces (see ends(); the small
+    default cap puts chunk boundaries everywhere)."""
+    data = text.encode("utf-8")
+    pieces, start = [], 0
+    for end in ends(text, marks, cap).tolist():
+        pieces.append(data[start:end].decode("utf-8"))
+        start = end
     return pieces
 
 
 def count_pieces(str text, bint marks=False, Py_ssize_t cap=64):
-    """Benchmark hook: the number of pre-tokens of `text`, scanned without the
-    GIL; cap 0 calls piece_end once per piece, cap k > 0 piece_ends k at a time."""
-    cdef Py_ssize_t n, i = 0, count = 0, m
-    cdef const unsigned char *s = utf8_of(text, &n)
+    """Benchmark hook: the number of pre-tokens of `text` (see ends()), scanned
+    without the GIL and without storing them."""
+    cdef Py_ssize_t n, count
+    cdef const unsigned char *s = hook_input(text, cap, &n)
     cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
-    cdef Py_ssize_t ends[MAX_HOOK_CAP]
-    check_cap(cap, 0)
     with nogil:
-        while i < n:
-            if cap == 0:
-                i = piece_end(s, n, i, letters)
-                count += 1
-            else:
-                m = piece_ends(s, n, i, letters, ends, cap)
-                count += m
-                i = ends[m - 1]
+        count = scan_all(s, n, letters, cap, NULL)
     return count
+
+
+def block_masks(bytes data, bint portable=False):
+    """Test hook: the class masks of 64 bytes (letter, digit, space, crlf,
+    other, blank, apos, hi), by the SSE2 classifier where there is one, or by
+    the byte-by-byte one (`portable`)."""
+    cdef q4_block m
+    if len(data) != BLOCK:
+        raise ValueError(f"need {BLOCK} bytes, got {len(data)}")
+    if portable:
+        q4_classify_bytes(data, &m)
+    else:
+        q4_classify(data, &m)
+    return (m.letter, m.digit, m.space, m.crlf, m.other, m.blank, m.apos, m.hi)
 
 
 def char_class(int cp):
