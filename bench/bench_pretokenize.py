@@ -17,6 +17,8 @@ import argparse
 import os
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -36,6 +38,21 @@ def scan(corpus: str, cap: int, marks: bool, rounds: int):
     count_pieces(text, marks, cap)  # caches the UTF-8 form, warms the tables
     best, pieces = common.best_of(lambda t: count_pieces(t, marks, cap), text, rounds)
     return nbytes / best / 1e6, pieces
+
+
+@pytest.mark.parametrize("cap", CAPS)
+@pytest.mark.parametrize("corpus", common.THROUGHPUT_CORPORA)
+def test_pretokenize_throughput(benchmark, corpus, cap):
+    from qwen4exp._pretokenize import count_pieces
+
+    text = common.corpus_text(corpus)
+    nbytes = common.corpus_bytes(corpus)
+    benchmark.group = f"pre-tokenize {corpus} ({nbytes / 1e6:.2f} MB)"
+    pieces = benchmark.pedantic(count_pieces, args=(text, False, cap), rounds=ROUNDS, iterations=1)
+    assert pieces == count_pieces(text, False, 0)
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None:
+        benchmark.extra_info.update(cap=cap, pieces=pieces, mb_per_s=round(nbytes / stats.stats.min / 1e6, 1))
 
 
 def main(argv=None):

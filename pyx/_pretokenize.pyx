@@ -26,6 +26,14 @@ prefix of alternative 2, but with Q4_M in `letters` it already starts a run.
 
 Input must be valid UTF-8 (the callers validate it); classes come from the
 generated tables in unicode_tables.h.
+
+Two scanners give the same pieces. `next_end` (behind `piece_end`) finds one
+piece's end from its first characters, decoding only bytes >= 0x80.
+`piece_ends` fills a caller's array with the ends of many pieces: where the
+next 16 bytes are ASCII it classifies 64 bytes at once into bit masks and
+reads off every piece start the masks prove (`block_starts`), a few bit
+operations for the whole block instead of a chain of loads and hard-to-predict
+branches per piece; elsewhere it calls `next_end`.
 """
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int64_t, uint64_t
@@ -202,16 +210,16 @@ cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t
 
 
 # -- ASCII blocks ------------------------------------------------------------------
-# Scanning piece by piece, each piece's end waits on loads and table look-ups
-# of its bytes, and on code the branch predictor misses a run's end about once
-# per piece. A block instead classifies 64 bytes at once into bit masks (SSE2
-# where there is SSE2); a piece inside the block is then a few bit operations
-# on registers, and a run's end one count of trailing zeros. Byte 63, bytes
-# past the text and every byte >= 0x80 are "unknown" (the hi mask): a piece
-# whose end the masks cannot prove before the first unknown byte is left to
-# next_end.
+# Scanning piece by piece, each piece's end waits on loads and table look-ups of
+# its bytes, and on code the branch predictor misses a run's end about once per
+# piece (4 bytes). A block classifies 64 bytes at once into one bit mask per
+# class (SSE2 compares where there is SSE2), from which block_starts computes
+# every piece start with whole-word bit operations. Byte 63, bytes past the text
+# and every byte >= 0x80 are "unknown" (the hi mask); what depends on them is
+# left to the next block or to next_end.
 cdef extern from * nogil:
     """
+    #include <string.h>
     typedef struct {
         uint64_t letter, digit, space, crlf, other, blank, apos, hi;
     } q4_block;
