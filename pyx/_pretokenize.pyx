@@ -47,13 +47,11 @@ cdef enum:
     MAX_HOOK_CAP = 256                # the test hooks' chunk buffer
 
 
-cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssize_t *next_i) noexcept nogil:
-    """Class bits of the character starting at s[i]; next_i receives its end."""
+cdef inline unsigned char class_hi(const unsigned char *s, Py_ssize_t i, Py_ssize_t *next_i) noexcept nogil:
+    """Class bits of the multi-byte character starting at s[i] (s[i] >= 0x80);
+    next_i receives its end."""
     cdef unsigned char b = s[i]
     cdef unsigned int cp
-    if b < 0x80:
-        next_i[0] = i + 1
-        return q4_byte_class[b]
     if b < 0xE0:
         cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
         next_i[0] = i + 2
@@ -66,38 +64,46 @@ cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssiz
     return q4_cclass(cp)
 
 
-# The run scanners test ASCII bytes through q4_byte_class alone and decode only
-# bytes >= 0x80, so a run may cross between ASCII and any code point.
+cdef inline unsigned char class_at(const unsigned char *s, Py_ssize_t i, Py_ssize_t *next_i) noexcept nogil:
+    """Class bits of the character starting at s[i]; next_i receives its end."""
+    if s[i] < 0x80:
+        next_i[0] = i + 1
+        return q4_byte_class[s[i]]
+    return class_hi(s, i, next_i)
+
+
+# The run scanners look ASCII bytes up in q4_byte_class and decode only bytes
+# >= 0x80, so a run may cross between ASCII and any code point.
 
 cdef inline Py_ssize_t letters_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
                                     unsigned char letters) noexcept nogil:
     """End of the letter run that continues at j."""
-    cdef unsigned char c
     cdef Py_ssize_t nj
     while j < n:
-        c = q4_byte_class[s[j]]
-        if c & Q4_L:
+        if s[j] < 0x80:
+            if not (q4_byte_class[s[j]] & Q4_L):
+                break
             j += 1
-        elif c & Q4_HI and class_at(s, j, &nj) & letters:
-            j = nj
         else:
-            break
+            if not (class_hi(s, j, &nj) & letters):
+                break
+            j = nj
     return j
 
 
 cdef inline Py_ssize_t others_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
                                    unsigned char not_other) noexcept nogil:
     """End of the "other" run that continues at j, with the CR/LF after it."""
-    cdef unsigned char c
     cdef Py_ssize_t nj
     while j < n:
-        c = q4_byte_class[s[j]]
-        if c == 0:
+        if s[j] < 0x80:
+            if q4_byte_class[s[j]]:
+                break
             j += 1
-        elif c & Q4_HI and not (class_at(s, j, &nj) & not_other):
-            j = nj
         else:
-            break
+            if class_hi(s, j, &nj) & not_other:
+                break
+            j = nj
     while j < n and q4_byte_class[s[j]] & Q4_CRLF:
         j += 1
     return j
@@ -109,10 +115,7 @@ cdef inline Py_ssize_t spaces_end(const unsigned char *s, Py_ssize_t n, Py_ssize
     cdef Py_ssize_t j = i, nj, last_start = i, crlf_end = -1
     cdef unsigned char c
     while j < n:
-        c = q4_byte_class[s[j]]
-        nj = j + 1
-        if c & Q4_HI:
-            c = class_at(s, j, &nj)
+        c = class_at(s, j, &nj)
         if not (c & Q4_WS):
             break
         if c & Q4_CRLF:
@@ -183,15 +186,22 @@ cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t
         return letters_end(s, n, i + 1, letters)
     if c & Q4_N:                      # a digit is a piece
         return i + 1
-    if c & Q4_HI:                     # a word in another script
-        if class_at(s, i, &j) & letters:
+    if c & Q4_HI:                     # another script: a word, a digit, punctuation
+        c = class_hi(s, i, &j)
+        if c & letters:
             return letters_end(s, n, j, letters)
+        if c & Q4_N:
+            return j
+        if not (c & (letters | NOT_OTHER)):
+            if j < n and class_at(s, j, &r) & letters:     # "«слово": a prefix
+                return letters_end(s, n, r, letters)
+            return others_end(s, n, j, letters | NOT_OTHER)
         return any_end(s, n, i, letters)
     if i + 1 == n:                    # a last character is a piece whatever it is
         return n
     c1 = q4_byte_class[s[i + 1]]
     if c1 & Q4_HI:                    # " слово", "(слово"; "'ſ" is a contraction
-        if b != c"'" and not (c & Q4_CRLF) and class_at(s, i + 1, &j) & letters:
+        if b != c"'" and not (c & Q4_CRLF) and class_hi(s, i + 1, &j) & letters:
             return letters_end(s, n, j, letters)
         return any_end(s, n, i, letters)
     if c == 0:                        # punctuation or a control character
