@@ -237,7 +237,7 @@ cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t
 # Scanning piece by piece, each piece's end waits on loads and table look-ups of
 # its bytes, and on code the branch predictor misses a run's end about once per
 # piece (4 bytes). A block classifies 64 bytes at once into one bit mask per
-# class (SSE2 compares where there is SSE2), from which block_starts computes
+# class (SSE2 compares, or 64-bit word arithmetic elsewhere), from which block_starts computes
 # every piece start with whole-word bit operations. Byte 63, bytes past the text
 # and every byte >= 0x80 are "unknown" (the hi mask); what depends on them is
 # left to the next block or to next_end.
@@ -248,23 +248,33 @@ cdef extern from * nogil:
         uint64_t letter, digit, space, crlf, other, blank, apos, hi;
     } q4_block;
 
-    /* Byte by byte: every target; the tests compare it with the SSE2 one. */
-    static void q4_classify_bytes(const unsigned char *p, q4_block *m) {
-        uint64_t bit;
-        int k;
+    /* Eight bytes per step in a 64-bit word (SWAR), for targets without SSE2;
+     * the tests compare it with the SSE2 one. Q4_IN: 0x80 in each byte of y
+     * (all bytes < 0x80) within lo..hi, no carry crossing bytes; Q4_PACK: the
+     * 0x80 bits of a word's 8 bytes as 8 bits, byte k to bit k. */
+    #define Q4_ONES 0x0101010101010101ULL
+    #define Q4_HIGH 0x8080808080808080ULL
+    #define Q4_IN(y, lo, hi) (((y) + Q4_ONES * (0x80 - (lo))) & ~((y) + Q4_ONES * (0x7F - (hi))) & Q4_HIGH)
+    #define Q4_PACK(x) (((((x) >> 7) * 0x0102040810204080ULL) >> 56) & 0xFF)
+    static void q4_classify_words(const unsigned char *p, q4_block *m) {
+        int k, j;
         memset(m, 0, sizeof *m);
-        for (k = 0; k < 64; k++) {
-            unsigned char b = p[k], lc = b | 0x20;
-            bit = (uint64_t)1 << k;
-            if (b >= 0x80) m->hi |= bit;
-            else if (lc >= 'a' && lc <= 'z') m->letter |= bit;
-            else if (b >= '0' && b <= '9') m->digit |= bit;
-            else if ((b >= 0x09 && b <= 0x0D) || b == 0x20) m->space |= bit;
-            else m->other |= bit;
-            if (b == 0x0A || b == 0x0D) m->crlf |= bit;
-            if (b == 0x20) m->blank |= bit;
-            if (b == 0x27) m->apos |= bit;
+        for (k = 0; k < 64; k += 8) {
+            uint64_t w = 0, y, ascii, blank;
+            for (j = 7; j >= 0; j--)  /* byte k + j to bits 8j.., whatever the byte order */
+                w = (w << 8) | p[k + j];
+            y = w & ~Q4_HIGH;
+            ascii = ~w & Q4_HIGH;
+            blank = Q4_IN(y, 0x20, 0x20) & ascii;
+            m->letter |= Q4_PACK(Q4_IN(y | (Q4_ONES * 0x20), 'a', 'z') & ascii) << k;
+            m->digit |= Q4_PACK(Q4_IN(y, '0', '9') & ascii) << k;
+            m->space |= Q4_PACK((Q4_IN(y, 0x09, 0x0D) & ascii) | blank) << k;
+            m->crlf |= Q4_PACK((Q4_IN(y, 0x0A, 0x0A) | Q4_IN(y, 0x0D, 0x0D)) & ascii) << k;
+            m->blank |= Q4_PACK(blank) << k;
+            m->apos |= Q4_PACK(Q4_IN(y, 0x27, 0x27) & ascii) << k;
+            m->hi |= Q4_PACK(w & Q4_HIGH) << k;
         }
+        m->other = ~(m->letter | m->digit | m->space | m->hi);
     }
 
     #if defined(__GNUC__)
@@ -305,13 +315,13 @@ cdef extern from * nogil:
         m->other = ~(m->letter | m->digit | m->space | m->hi);
     }
     #else
-    #define q4_classify q4_classify_bytes
+    #define q4_classify q4_classify_words
     #endif
     """
     ctypedef struct q4_block:
         uint64_t letter, digit, space, crlf, other, blank, apos, hi
     void q4_classify(const unsigned char *p, q4_block *m)
-    void q4_classify_bytes(const unsigned char *p, q4_block *m)
+    void q4_classify_words(const unsigned char *p, q4_block *m)
     int q4_ctz64(uint64_t x)      # x != 0
     int q4_clz64(uint64_t x)      # x != 0
 
@@ -523,12 +533,12 @@ def count_pieces(str text, bint marks=False, Py_ssize_t cap=64):
 def block_masks(bytes data, bint portable=False):
     """Test hook: the class masks of 64 bytes (letter, digit, space, crlf,
     other, blank, apos, hi), by the SSE2 classifier where there is one, or by
-    the byte-by-byte one (`portable`)."""
+    the 64-bit word one of other targets (`portable`)."""
     cdef q4_block m
     if len(data) != BLOCK:
         raise ValueError(f"need {BLOCK} bytes, got {len(data)}")
     if portable:
-        q4_classify_bytes(data, &m)
+        q4_classify_words(data, &m)
     else:
         q4_classify(data, &m)
     return (m.letter, m.digit, m.space, m.crlf, m.other, m.blank, m.apos, m.hi)
