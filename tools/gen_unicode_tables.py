@@ -299,6 +299,11 @@ def emit(bits, props):
     shift, s1, s2 = two_stage(bits, limit)
     limit = len(s1) << shift
     w(c_array("uint8_t", "q4_cclass_latin1", list(bits[:256]), 32))
+    # The pre-tokenizer's per-byte fast path: ASCII classes, and Q4_HI on every
+    # byte of a multi-byte sequence (decode it and use q4_cclass instead).
+    w("/* Per UTF-8 byte: the class of an ASCII byte, Q4_HI for any byte >= 0x80. */\n")
+    w("#define Q4_HI 128\n")
+    w(c_array("uint8_t", "q4_byte_class", list(bits[:128]) + [128] * 128, 32))
     w(f"#define Q4_CCLASS_SHIFT {shift}\n")
     w(f"#define Q4_CCLASS_LIMIT 0x{limit:X}u /* every code point from here on is 0 */\n")
     w(c_array(int_type(s1), "q4_cclass_stage1", s1, 32))
