@@ -7,13 +7,15 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from qwen4exp._piece_cache cimport PieceCache
 
 cdef enum:
-    SHORT_PIECE = 96        # below this length the array method beats the heap
+    SHORT_PIECE = 96        # below this length the array method beats the heap (< 2**POS_BITS)
+    POS_BITS = 7            # merge_short packs rank << POS_BITS | position in one int32
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
 
 
 cdef enum:
     ID_BITS = 20            # ids and ranks must be < 2**20 (Qwen: 151,669 ids)
+    GRID_BITS = 9           # pairs of ids below 2**GRID_BITS are ranked by a dense grid (1 MiB)
 
 
 cdef struct BpeModel:
@@ -23,6 +25,7 @@ cdef struct BpeModel:
     # when the vocabulary numbers merged tokens in rank order (Qwen does).
     uint64_t *slots
     uint64_t mask           # number of slots - 1 (power of two)
+    int32_t *grid           # rank of (a, b) at a << GRID_BITS | b for a, b < 2**GRID_BITS; INT32_MAX: none
     int shift               # 64 - log2(number of slots)
     int32_t *merge_new      # rank -> id of the merged token
     int32_t id_base         # merge_new[r] == r + id_base for every r, or -1

@@ -19,7 +19,7 @@ piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -32,10 +32,15 @@ cdef inline uint64_t pair_key(int32_t a, int32_t b) noexcept nogil:
 
 
 cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept nogil:
-    """Rank of merging (a, b), INT32_MAX if there is no such merge."""
-    cdef uint64_t key = pair_key(a, b)
-    cdef uint64_t i = (key * GOLDEN) >> m.shift
-    cdef uint64_t slot
+    """Rank of merging (a, b), INT32_MAX if there is no such merge. Pairs of
+    low ids (the bytes and the first merges, which most words begin with) are
+    one load from the dense grid, rows sharing cache lines; others probe the
+    hash table."""
+    cdef uint64_t key, i, slot
+    if <uint32_t> (a | b) < (1U << GRID_BITS):
+        return m.grid[(a << GRID_BITS) | b]
+    key = pair_key(a, b)
+    i = (key * GOLDEN) >> m.shift
     while True:
         slot = m.slots[i]
         if (slot >> ID_BITS) == key:
@@ -43,6 +48,14 @@ cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept
         if slot == EMPTY_SLOT:
             return INT32_MAX
         i = (i + 1) & m.mask
+
+
+cdef inline void prefetch_rank(const BpeModel *m, int32_t a, int32_t b) noexcept nogil:
+    """Start loading what merge_rank(m, a, b) will read first."""
+    if <uint32_t> (a | b) < (1U << GRID_BITS):
+        q4_prefetch(&m.grid[(a << GRID_BITS) | b])
+    else:
+        q4_prefetch(&m.slots[(pair_key(a, b) * GOLDEN) >> m.shift])
 
 
 cdef inline int32_t merged_id(const BpeModel *m, int32_t r) noexcept nogil:
@@ -69,12 +82,15 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     while size * 6 < <uint64_t> n_merges * 10:  # load factor <= 0.6
         size <<= 1
         bits += 1
-    m.slots = <uint64_t *> q4_malloc(size * sizeof(uint64_t))
+    m.slots = <uint64_t *> q4_malloc_huge(size * sizeof(uint64_t))
     m.merge_new = <int32_t *> q4_malloc(<size_t> (n_merges + 1) * sizeof(int32_t))
-    if m.slots == NULL or m.merge_new == NULL:
+    m.grid = <int32_t *> q4_malloc(<size_t> (1 << (2 * GRID_BITS)) * sizeof(int32_t))
+    if m.slots == NULL or m.merge_new == NULL or m.grid == NULL:
         bpe_model_free(m)
         return -1
     memset(m.slots, 0xFF, size * sizeof(uint64_t))
+    for r in range(1 << (2 * GRID_BITS)):
+        m.grid[r] = INT32_MAX
     m.mask = size - 1
     m.shift = 64 - bits
     memcpy(m.byte_ids, byte_ids, 256 * sizeof(int32_t))
@@ -92,6 +108,8 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
         if m.slots[i] != EMPTY_SLOT:
             continue  # a repeated merge keeps its first (lowest) rank, as HF does
         m.slots[i] = (key << ID_BITS) | <uint64_t> r
+        if <uint32_t> (merges[3 * r] | merges[3 * r + 1]) < (1U << GRID_BITS):
+            m.grid[(merges[3 * r] << GRID_BITS) | merges[3 * r + 1]] = <int32_t> r
     return 0
 
 
@@ -167,9 +185,11 @@ cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t 
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
     q4_free(m.merge_new)
+    q4_free(m.grid)
     q4_free(m.whole)
     m.slots = NULL
     m.merge_new = NULL
+    m.grid = NULL
     m.whole = NULL
 
 
@@ -278,38 +298,61 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     return h | 1  # 0 marks an empty slot
 
 
+cdef inline int32_t pair_entry(const BpeModel *m, const int32_t *sym, int32_t j, int32_t right) noexcept nogil:
+    """merge_short's entry for the pair at j: rank << POS_BITS | j (so that the
+    smallest entry is the lowest rank, leftmost among equals), or INT32_MAX."""
+    cdef int32_t r = merge_rank(m, sym[j], sym[right])
+    return INT32_MAX if r == INT32_MAX else (r << POS_BITS) | j
+
+
 cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept nogil:
     """Array method for short pieces (k < SHORT_PIECE): merges w.sym[0:k] in
-    place, w.short_rank holding the rank of each adjacent pair; returns the
-    number of symbols left. Plain loops, not memmove/branchy argmin: at these
-    sizes the minimum vectorizes and the moves are a few words."""
+    place and returns the number of symbols left. Each live symbol's pair
+    with its right neighbour has one entry, rank and position packed in one
+    int, so one branch-free scan finds the next merge; symbols stay where
+    they are, linked through small next/prev arrays, so a merge moves nothing
+    and only the two pairs it touches are looked up again."""
     cdef int32_t *sym = w.sym
-    cdef int32_t *rank = w.short_rank
-    cdef Py_ssize_t j, best
-    cdef int32_t best_rank, r
+    cdef int32_t *entry = w.short_rank
+    cdef uint8_t nxt[SHORT_PIECE]
+    cdef uint8_t prv[SHORT_PIECE]
+    cdef Py_ssize_t j, out
+    cdef int32_t best, pos, right, left, r
+    if k < 2:
+        return k
+    for j in range(k - 1):  # independent loads: let them all be in flight at once
+        prefetch_rank(m, sym[j], sym[j + 1])
+    for j in range(k):
+        nxt[j] = <uint8_t> (j + 1)
+        prv[j] = <uint8_t> (j - 1) if j > 0 else 0xFF
     for j in range(k - 1):
-        rank[j] = merge_rank(m, sym[j], sym[j + 1])
-    while k > 1:
-        best_rank = INT32_MAX
-        for j in range(k - 1):
-            r = rank[j]
-            best_rank = r if r < best_rank else best_rank
-        if best_rank == INT32_MAX:
+        entry[j] = pair_entry(m, sym, <int32_t> j, <int32_t> (j + 1))
+    entry[k - 1] = INT32_MAX
+    while True:
+        best = q4_min_i32(entry, k)
+        if best == INT32_MAX:
             break
-        best = 0
-        while rank[best] != best_rank:
-            best += 1
-        sym[best] = merged_id(m, best_rank)
-        k -= 1
-        for j in range(best + 1, k):
-            sym[j] = sym[j + 1]
-        for j in range(best, k - 1):
-            rank[j] = rank[j + 1]
-        if best > 0:
-            rank[best - 1] = merge_rank(m, sym[best - 1], sym[best])
-        if best < k - 1:
-            rank[best] = merge_rank(m, sym[best], sym[best + 1])
-    return k
+        pos = best & ((1 << POS_BITS) - 1)
+        r = best >> POS_BITS
+        right = nxt[pos]
+        sym[pos] = merged_id(m, r)
+        entry[right] = INT32_MAX  # the right symbol is gone, and its pair with it
+        nxt[pos] = nxt[right]
+        if nxt[pos] < k:
+            prv[nxt[pos]] = <uint8_t> pos
+            entry[pos] = pair_entry(m, sym, pos, nxt[pos])
+        else:
+            entry[pos] = INT32_MAX
+        left = prv[pos]
+        if left != 0xFF:
+            entry[left] = pair_entry(m, sym, left, pos)
+    out = 0
+    j = 0
+    while j < k:
+        sym[out] = sym[j]
+        out += 1
+        j = nxt[j]
+    return out
 
 
 # A 4-ary min-heap: half the depth of a binary heap and children that share a
@@ -426,6 +469,23 @@ cdef int reserve_buckets(const BpeModel *m, Worker *w) noexcept nogil:
     memset(w.bucket_head, 0xFF, <size_t> (m.n_merges + 1) * sizeof(int32_t))
     memset(w.bucket_bits, 0, <size_t> words * sizeof(uint64_t))
     return 0
+
+
+cdef extern from *:
+    """
+    #define q4_prefetch(p) __builtin_prefetch((p), 0, 3)
+    /* Smallest of a[0:n] (INT32_MAX when n == 0), as a plain C loop: the
+       compiler makes it branch-free (Cython's conditional expression would
+       be a branch per element). merge_short scans its entries once per merge. */
+    static inline int32_t q4_min_i32(const int32_t *a, Py_ssize_t n) {
+        int32_t m = INT32_MAX;
+        for (Py_ssize_t i = 0; i < n; i++)
+            m = a[i] < m ? a[i] : m;
+        return m;
+    }
+    """
+    void q4_prefetch(const void *p) nogil
+    int32_t q4_min_i32(const int32_t *a, Py_ssize_t n) nogil
 
 
 cdef extern from *:
