@@ -126,6 +126,11 @@ class Tokenizer:
     `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer("qwen3.6")`
     (alias "qwen3.5") the Qwen3.5/3.6 one (no network; see `vocabularies()`);
     `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
+
+    `cache_size`: words each thread's piece cache learns, beyond the
+    vocabulary spellings it is seeded with, before it goes back to that seed
+    (about 120 bytes each, plus about 16 MiB per thread for the seeded table);
+    0 disables the cache and the seed, so every piece is merged.
     """
 
     def __init__(self, name: str = "qwen3", *, cache_size: int = 32768) -> None:
@@ -352,7 +357,8 @@ class Tokenizer:
         return parser.finish()
 
     def flush_cache(self) -> None:
-        """Empty the word caches (they are bounded; this only frees their contents)."""
+        """Forget the words the caches learned: each goes back to the vocabulary
+        seed it started from (they are bounded; this only drops their contents)."""
         self._native.flush_cache()
 
     # -- segments ------------------------------------------------------------
