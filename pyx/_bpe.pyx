@@ -327,9 +327,10 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
         prv[j] = <uint8_t> (j - 1) if j > 0 else 0xFF
     for j in range(k - 1):
         entry[j] = pair_entry(m, sym, <int32_t> j, <int32_t> (j + 1))
-    entry[k - 1] = INT32_MAX
+    for j in range(k - 1, 16):
+        entry[j] = INT32_MAX  # the fixed-size scan reads 16 entries
     while True:
-        best = q4_min_i32(entry, k)
+        best = q4_min16_i32(entry) if k <= 16 else q4_min_i32(entry, k)
         if best == INT32_MAX:
             break
         pos = best & ((1 << POS_BITS) - 1)
@@ -483,9 +484,28 @@ cdef extern from *:
             m = a[i] < m ? a[i] : m;
         return m;
     }
+    /* Smallest of a[0:16]: most pieces merge_short sees have at most 16
+       symbols; a fixed-size scan has no loop exit to mispredict. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline __m128i q4_min4(__m128i x, __m128i y) {
+        __m128i lt = _mm_cmplt_epi32(x, y);
+        return _mm_or_si128(_mm_and_si128(lt, x), _mm_andnot_si128(lt, y));
+    }
+    static inline int32_t q4_min16_i32(const int32_t *a) {
+        __m128i m = q4_min4(q4_min4(_mm_loadu_si128((const __m128i *) a), _mm_loadu_si128((const __m128i *) (a + 4))),
+                            q4_min4(_mm_loadu_si128((const __m128i *) (a + 8)), _mm_loadu_si128((const __m128i *) (a + 12))));
+        m = q4_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = q4_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        return _mm_cvtsi128_si32(m);
+    }
+    #else
+    static inline int32_t q4_min16_i32(const int32_t *a) { return q4_min_i32(a, 16); }
+    #endif
     """
     void q4_prefetch(const void *p) nogil
     int32_t q4_min_i32(const int32_t *a, Py_ssize_t n) nogil
+    int32_t q4_min16_i32(const int32_t *a) nogil
 
 
 cdef extern from *:
