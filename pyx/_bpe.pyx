@@ -327,8 +327,8 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
         prv[j] = <uint8_t> (j - 1) if j > 0 else 0xFF
     for j in range(k - 1):
         entry[j] = pair_entry(m, sym, <int32_t> j, <int32_t> (j + 1))
-    for j in range(k - 1, 16):
-        entry[j] = INT32_MAX  # the fixed-size scan reads 16 entries
+    for j in range(k - 1, max(k, 16)):
+        entry[j] = INT32_MAX  # the last symbol has no pair; the fixed-size scan reads 16 entries
     while True:
         best = q4_min16_i32(entry) if k <= 16 else q4_min_i32(entry, k)
         if best == INT32_MAX:
