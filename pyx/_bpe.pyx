@@ -21,6 +21,7 @@ from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
+from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -180,10 +181,70 @@ cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t 
         i = (i + 1) & m.whole_mask
 
 
+cdef struct MergeCtx:
+    const BpeModel *m
+    Worker *w
+
+
+cdef Py_ssize_t merge_plain(void *ctx, const uint8_t *p, Py_ssize_t n, int32_t *dst,
+                            int32_t *top) noexcept nogil:
+    """Byte-level BPE of a short p[0:n] (< SHORT_PIECE), bypassing
+    ignore_merges and char atoms; top: the highest rank merged."""
+    cdef MergeCtx *c = <MergeCtx *> ctx
+    cdef Py_ssize_t j, k
+    if n >= SHORT_PIECE or reserve_scratch(c.w, n) < 0:
+        return -1
+    for j in range(n):
+        c.w.sym[j] = c.m.byte_ids[p[j]]
+    k = merge_short(c.m, c.w, n)
+    memcpy(dst, c.w.sym, <size_t> k * sizeof(int32_t))
+    top[0] = c.w.top_rank
+    return k
+
+
+cdef int bpe_model_char_atoms(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+                              Py_ssize_t n_vocab) noexcept nogil:
+    """Turn on char atoms (pyx/_char_atoms.pyx) for the n_vocab tokens. 0, or
+    -1 if allocation fails."""
+    cdef CharAtoms built
+    cdef Worker tmp
+    cdef MergeCtx ctx
+    cdef int32_t *first_use = <int32_t *> q4_malloc(<size_t> (n_vocab + 1) * sizeof(int32_t))
+    cdef int32_t r, a, b
+    cdef uint64_t i, slot
+    cdef int rc = -1
+    if first_use == NULL:
+        return -1
+    # The lowest rank each token is an operand of (the rank lookups answer).
+    for i in range(<uint64_t> n_vocab):
+        first_use[i] = INT32_MAX
+    for i in range(m.mask + 1):
+        slot = m.slots[i]
+        if slot == EMPTY_SLOT:
+            continue
+        r = <int32_t> (slot & FIELD)
+        a = <int32_t> (slot >> (2 * ID_BITS))
+        b = <int32_t> ((slot >> ID_BITS) & FIELD)
+        if a < n_vocab and r < first_use[a]:
+            first_use[a] = r
+        if b < n_vocab and r < first_use[b]:
+            first_use[b] = r
+    if worker_init(&tmp, NULL) == 0:
+        ctx.m = m
+        ctx.w = &tmp
+        rc = char_atoms_init(&built, tok_bytes, tok_offsets, n_vocab, first_use, merge_plain, &ctx)
+        worker_free(&tmp)
+    q4_free(first_use)
+    if rc == 0:
+        m.atoms = built  # only now: merge_plain ran without them
+    return rc
+
+
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
     q4_free(m.merge_new)
     q4_free(m.whole)
+    char_atoms_free(&m.atoms)
     m.slots = NULL
     m.merge_new = NULL
     m.whole = NULL
@@ -307,7 +368,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
     cdef int32_t *sym = w.sym
     cdef int32_t *rank = w.short_rank
     cdef Py_ssize_t j, best
-    cdef int32_t best_rank, r
+    cdef int32_t best_rank, r, top = -1
     for j in range(k - 1):
         rank[j] = pair_rank(m, w, sym[j], sym[j + 1])
     while k > 1:
@@ -317,6 +378,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
             best_rank = r if r < best_rank else best_rank
         if best_rank == INT32_MAX:
             break
+        top = best_rank if best_rank > top else top
         best = 0
         while rank[best] != best_rank:
             best += 1
@@ -330,6 +392,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
             rank[best - 1] = pair_rank(m, w, sym[best - 1], sym[best])
         if best < k - 1:
             rank[best] = pair_rank(m, w, sym[best], sym[best + 1])
+    w.top_rank = top
     return k
 
 
@@ -540,18 +603,30 @@ cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
             return 1
     if reserve_scratch(w, n) < 0:
         return -1
-    for j in range(n):
-        w.sym[j] = m.byte_ids[p[j]]
-    if n < SHORT_PIECE:
-        k = merge_short(m, w, n)
+    if m.atoms.table != NULL:
+        k = atoms_start(&m.atoms, m.byte_ids, p, n, w.sym)
+    else:
+        for j in range(n):
+            w.sym[j] = m.byte_ids[p[j]]
+        k = n
+    return merge_symbols(m, w, k, n, dst)
+
+
+cdef Py_ssize_t merge_symbols(const BpeModel *m, Worker *w, Py_ssize_t k, Py_ssize_t n,
+                              int32_t *dst) noexcept nogil:
+    """Merge the k first symbols w.sym[0:k] of an n-byte piece into dst; the
+    method goes by k. Returns the number of ids, or -1."""
+    cdef Py_ssize_t j
+    if k < SHORT_PIECE:
+        k = merge_short(m, w, k)
         memcpy(dst, w.sym, <size_t> k * sizeof(int32_t))
     else:
-        if n >= BUCKET_PIECE and m.monotone:
+        if k >= BUCKET_PIECE and m.monotone:
             if reserve_buckets(m, w) < 0:
                 return -1
-            merge_bucketed(m, w, n)
+            merge_bucketed(m, w, k)
         else:
-            merge_long(m, w, n)
+            merge_long(m, w, k)
         k = 0
         j = 0
         while j >= 0:
