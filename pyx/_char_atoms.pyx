@@ -7,14 +7,14 @@ single token T_c when
 
 1. c's bytes are a token T_c, and BPE over c's bytes alone gives [T_c]
    (checked at init with the model's own merging);
-2. the merge table is monotone (every merge's operands are made by lower
-   ranks; pyx/_bpe.pyx merges_are_monotone), so the ranks merged within one
-   word never decrease and every merge with T_c as an operand ranks above
-   every merge that makes T_c;
+2. every merge with T_c as an operand ranks above every merge used in 1
+   (always so when the table is monotone, every merge's operands made by
+   lower ranks, as in Qwen3; Qwen3.6's tiktoken-derived table is not, and a
+   few of its characters fail this);
 3. at this occurrence no token X+P (X non-empty, P a proper prefix of c's
    bytes) has X equal to the bytes just before c in the piece, and no token
    Q+Y (Y non-empty, Q a proper suffix of c's bytes) has Y equal to the
-   bytes just after c. These "fragment" tokens are few (Qwen3: 264 for P,
+   bytes just after c. These "fragment" tokens are few (Qwen3: 260 for P,
    127 for Q), and a one-byte test on the neighbour rejects most occurrences.
 
 Why the ids are the same as from bytes (BPE: lowest rank first, leftmost
@@ -25,12 +25,12 @@ X+P or Q+Y as in 3 -- excluded. Hence until c is whole, merges are either
 inside c or outside it; the inside ones are chosen in the order BPE over c
 alone chooses them (the global lowest-leftmost choice restricted to c), so by
 1 they end in T_c, and the pairs across c's boundary have no merge at all.
-Outside merges made before T_c forms see the same neighbours in both runs;
-by 2 they rank at most the merge that completes T_c (ranks never decrease),
-while any pair with T_c as an operand ranks strictly higher, so the atom run
-picks exactly the same outside merges in the same order. Once T_c forms
-(byte run) the two runs hold the same symbols, and stay equal. Rule 3 is
-about bytes, whatever other characters start as, so atoms can be introduced
+An outside merge made before T_c forms was chosen while one of c's own
+merges was pending, so it ranks at most the highest of those, and by 2 below
+any pair with T_c as an operand: the run that starts from T_c picks exactly
+the same outside merges in the same order. Once T_c forms (byte run) the two
+runs hold the same symbols, and stay equal. Rule 3 is about bytes, whatever
+other characters start as, so atoms can be introduced
 one at a time: the result equals plain byte-level BPE.
 
 The table is indexed by code point (256 KiB of int32: token id and four flags
