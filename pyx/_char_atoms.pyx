@@ -120,7 +120,7 @@ cdef int char_atoms_init(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *
                 q4_free(count)
                 char_atoms_free(a)
                 return -1
-            if r == 1 and got[0] == t and top < first_use[t]:  # conditions 1 and 2
+            if r == 1 and got[0] == t and t <= ATOM_ID_MASK and top < first_use[t]:  # conditions 1 and 2
                 a.table[cp] = <int32_t> t
                 a.n_atoms += 1
         key = left_key(s, n, &split)
