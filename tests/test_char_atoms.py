@@ -8,7 +8,9 @@ every 2- and 3-byte character is encoded, against HF `tokenizers`, in plain
 contexts and next to every fragment token that could cross its boundary.
 """
 
+import random
 import unicodedata
+from functools import lru_cache
 
 import pytest
 
@@ -68,6 +70,7 @@ def test_every_bmp_character(vocab, context):
     assert_same(tok, hf, [CONTEXTS[context](c) for c in BMP_CHARS])
 
 
+@lru_cache(maxsize=None)
 def _completions() -> tuple[dict[bytes, str], dict[bytes, str]]:
     """Letters that end with (resp. start with) each byte fragment that can
     end (start) a UTF-8 character, so that a rule's X or Y can be written as
@@ -101,24 +104,34 @@ def _as_text(frag: bytes, ends: dict[bytes, str], starts: dict[bytes, str]) -> s
     return None
 
 
-def _fragment_texts(path: str) -> list[str]:
-    """Every atom next to every fragment token's other part that could cross
-    its boundary: X + c for the rules of c's prefixes, c + Y for its suffixes."""
+def _neighbours(cp: int, path: str, completions) -> tuple[list[str], list[str]]:
+    """Texts ending with each X that a token X+P (P a proper prefix of the
+    character) needs before it, and starting with each Y that a token Q+Y
+    (Q a proper suffix) needs after it."""
     prefix, suffix = fragment_rules(path)
-    ends, starts = _completions()
-    texts = []
+    b = chr(cp).encode()
+    lefts = [_as_text(x, *completions) for p in (b[:1], b[:2])[: len(b) - 1] for x in prefix.get(p, ())]
+    rights = [_as_text(y, *completions) for q in (b[-1:], b[-2:])[: len(b) - 1] for y in suffix.get(q, ())]
+    return [t for t in lefts if t], [t for t in rights if t]
+
+
+def _atoms_by_block(path: str) -> dict[int, list[str]]:
+    """The atoms grouped by 128-code-point block."""
+    by_block: dict[int, list[str]] = {}
     for cp in atoms(path):
-        b = chr(cp).encode()
-        for p in (b[:1], b[:2])[: len(b) - 1]:
-            texts += [t + chr(cp) for t in (_as_text(x, ends, starts) for x in prefix.get(p, ())) if t]
-        for q in (b[-1:], b[-2:])[: len(b) - 1]:
-            texts += [chr(cp) + t for t in (_as_text(y, ends, starts) for y in suffix.get(q, ())) if t]
-    return texts
+        by_block.setdefault(cp >> 7, []).append(chr(cp))
+    return by_block
 
 
 def test_next_to_fragment_tokens(vocab):
+    """Every atom next to every fragment token's other part that could cross
+    its boundary: X + c and c + Y."""
     _, tok, hf, path = vocab
-    texts = _fragment_texts(path)
+    completions = _completions()
+    texts = []
+    for cp in atoms(path):
+        lefts, rights = _neighbours(cp, path, completions)
+        texts += [x + chr(cp) for x in lefts] + [chr(cp) + y for y in rights]
     assert len(texts) > 10_000
     assert_same(tok, hf, texts)
 
@@ -143,3 +156,30 @@ def test_atoms_shorten_pieces(vocab):
             total_bytes += len(b)
             total_symbols += len(start)
     assert total_symbols < 0.8 * total_bytes
+
+
+def test_between_fragment_tokens_and_in_runs(vocab):
+    """Both neighbours at once (X + c + Y for every pair of c's rules), and
+    runs of 2 to 6 atoms of one block, the shapes of real CJK and Cyrillic words."""
+    _, tok, hf, path = vocab
+    completions = _completions()
+    texts = []
+    for cp in atoms(path):
+        lefts, rights = _neighbours(cp, path, completions)
+        texts += [x + chr(cp) + y for x in lefts for y in rights]
+    rnd = random.Random(20261130)
+    for chars in _atoms_by_block(path).values():
+        texts += ["".join(rnd.choice(chars) for _ in range(rnd.randint(2, 6))) for _ in range(200)]
+        texts += [" " + "".join(rnd.choice(chars) for _ in range(rnd.randint(2, 6))) for _ in range(200)]
+    assert_same(tok, hf, texts)
+
+
+@pytest.mark.slow
+def test_every_pair_of_atoms_in_a_block(vocab):
+    """Every ordered pair of atoms of one 128-code-point block, alone and
+    after a space (about a million texts per context)."""
+    _, tok, hf, path = vocab
+    pairs = [a + b for chars in _atoms_by_block(path).values() for a in chars for b in chars]
+    for lo in range(0, len(pairs), 1 << 17):
+        assert_same(tok, hf, pairs[lo : lo + (1 << 17)])
+        assert_same(tok, hf, [" " + t for t in pairs[lo : lo + (1 << 17)]])
