@@ -68,8 +68,8 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil
 cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                                  Py_ssize_t n_vocab) noexcept nogil
-cdef int bpe_model_char_atoms(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
-                              Py_ssize_t n_vocab) noexcept nogil
+cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
+                              const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
 cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil

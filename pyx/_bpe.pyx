@@ -202,33 +202,17 @@ cdef Py_ssize_t merge_plain(void *ctx, const uint8_t *p, Py_ssize_t n, int32_t *
     return k
 
 
-cdef int bpe_model_char_atoms(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
-                              Py_ssize_t n_vocab) noexcept nogil:
-    """Turn on char atoms (pyx/_char_atoms.pyx) for the n_vocab tokens. 0, or
-    -1 if allocation fails."""
+cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
+                              const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil:
+    """Turn on char atoms (pyx/_char_atoms.pyx) for the n_vocab tokens (merges:
+    as given to bpe_model_init). 0, or -1 if allocation fails."""
     cdef CharAtoms built
     cdef Worker tmp
     cdef MergeCtx ctx
-    cdef int32_t *first_use = <int32_t *> q4_malloc(<size_t> (n_vocab + 1) * sizeof(int32_t))
-    cdef int32_t r, a, b
-    cdef uint64_t i, slot
+    cdef int32_t *first_use = first_uses(merges, m.n_merges, tok_bytes, tok_offsets, n_vocab)
     cdef int rc = -1
     if first_use == NULL:
         return -1
-    # The lowest rank each token is an operand of (the rank lookups answer).
-    for i in range(<uint64_t> n_vocab):
-        first_use[i] = INT32_MAX
-    for i in range(m.mask + 1):
-        slot = m.slots[i]
-        if slot == EMPTY_SLOT:
-            continue
-        r = <int32_t> (slot & FIELD)
-        a = <int32_t> (slot >> (2 * ID_BITS))
-        b = <int32_t> ((slot >> ID_BITS) & FIELD)
-        if a < n_vocab and r < first_use[a]:
-            first_use[a] = r
-        if b < n_vocab and r < first_use[b]:
-            first_use[b] = r
     if worker_init(&tmp, NULL) == 0:
         ctx.m = m
         ctx.w = &tmp
@@ -238,6 +222,35 @@ cdef int bpe_model_char_atoms(BpeModel *m, const uint8_t *tok_bytes, const int64
     if rc == 0:
         m.atoms = built  # only now: merge_plain ran without them
     return rc
+
+
+cdef int32_t *first_uses(const int32_t *merges, Py_ssize_t n_merges, const uint8_t *tok_bytes,
+                         const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil:
+    """For each token that may spell one 2- or 3-byte character, the lowest
+    rank of a merge with it as an operand (INT32_MAX if none; other tokens:
+    INT32_MAX). A bitmap of those tokens keeps the pass over the merges from
+    writing all over the array. NULL if allocation fails."""
+    cdef int32_t *first_use = <int32_t *> q4_malloc(<size_t> (n_vocab + 1) * sizeof(int32_t))
+    cdef uint64_t *wanted = <uint64_t *> q4_malloc(<size_t> ((n_vocab >> 6) + 1) * sizeof(uint64_t))
+    cdef Py_ssize_t t, n, r, k
+    cdef int32_t x
+    if first_use == NULL or wanted == NULL:
+        q4_free(first_use)
+        q4_free(wanted)
+        return NULL
+    memset(wanted, 0, <size_t> ((n_vocab >> 6) + 1) * sizeof(uint64_t))
+    for t in range(n_vocab):
+        first_use[t] = INT32_MAX
+        n = tok_offsets[t + 1] - tok_offsets[t]
+        if (n == 2 or n == 3) and 0xC2 <= tok_bytes[tok_offsets[t]] < 0xF0:
+            wanted[t >> 6] |= 1ULL << (t & 63)
+    for r in range(n_merges):
+        for k in range(2):
+            x = merges[3 * r + k]
+            if x < n_vocab and (wanted[x >> 6] >> (x & 63)) & 1 and first_use[x] == INT32_MAX:
+                first_use[x] = <int32_t> r
+    q4_free(wanted)
+    return first_use
 
 
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:

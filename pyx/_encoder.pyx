@@ -110,7 +110,8 @@ cdef class NativeTokenizer:
             if i == 0 and ignore_merges:
                 i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
             if i == 0:
-                i = bpe_model_char_atoms(&self.model, &tb[0], &to[0], self.n_vocab)
+                i = bpe_model_char_atoms(&self.model, &mg[0, 0] if mg.shape[0] else NULL, &tb[0], &to[0],
+                                         self.n_vocab)
             if i == 0 and j == 0 and cache_words > 0:
                 i = self.build_seed()
         if i == -2:
