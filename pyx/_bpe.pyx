@@ -13,6 +13,10 @@ whose ranks only grow within a word, as Qwen's do) or else in a 4-ary
 min-heap of (rank, position) (O(n log n)). So one 200,000-byte word stays
 linear.
 
+Merging starts from one symbol per byte, except that a multibyte character
+starts as its own token where that provably changes nothing (char atoms,
+pyx/_char_atoms.pyx): fewer symbols, fewer merges and rank lookups.
+
 The encode loop (pyx/_encoder.pyx) answers most pieces from the worker's
 piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
 """
