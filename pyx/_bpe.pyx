@@ -13,6 +13,10 @@ whose ranks only grow within a word, as Qwen's do) or else in a 4-ary
 min-heap of (rank, position) (O(n log n)). So one 200,000-byte word stays
 linear.
 
+Merging starts from one symbol per byte, except that a multibyte character
+starts as its own token where that provably changes nothing (char atoms,
+pyx/_char_atoms.pyx): fewer symbols, fewer merges and rank lookups.
+
 The encode loop (pyx/_encoder.pyx) answers most pieces from the worker's
 piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
 """
@@ -21,6 +25,7 @@ from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
+from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -182,11 +187,84 @@ cdef inline int32_t whole_token(const BpeModel *m, const uint8_t *p, Py_ssize_t 
         i = (i + 1) & m.whole_mask
 
 
+cdef struct MergeCtx:
+    const BpeModel *m
+    Worker *w
+
+
+cdef Py_ssize_t merge_plain(void *ctx, const uint8_t *p, Py_ssize_t n, int32_t *dst,
+                            int32_t *top) noexcept nogil:
+    """Byte-level BPE of a short p[0:n] (< SHORT_PIECE), bypassing
+    ignore_merges and char atoms; top: the highest rank merged."""
+    cdef MergeCtx *c = <MergeCtx *> ctx
+    cdef Py_ssize_t j, k
+    if n >= SHORT_PIECE or reserve_scratch(c.w, n) < 0:
+        return -1
+    for j in range(n):
+        c.w.sym[j] = c.m.byte_ids[p[j]]
+    k = merge_short(c.m, c.w, n)
+    memcpy(dst, c.w.sym, <size_t> k * sizeof(int32_t))
+    top[0] = c.w.top_rank
+    return k
+
+
+cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
+                              const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil:
+    """Turn on char atoms (pyx/_char_atoms.pyx) for the n_vocab tokens (merges:
+    as given to bpe_model_init). 0, or -1 if allocation fails."""
+    cdef CharAtoms built
+    cdef Worker tmp
+    cdef MergeCtx ctx
+    cdef int32_t *first_use = first_uses(merges, m.n_merges, tok_bytes, tok_offsets, n_vocab)
+    cdef int rc = -1
+    if first_use == NULL:
+        return -1
+    if worker_init(&tmp, NULL) == 0:
+        ctx.m = m
+        ctx.w = &tmp
+        rc = char_atoms_init(&built, tok_bytes, tok_offsets, n_vocab, first_use, merge_plain, &ctx)
+        worker_free(&tmp)
+    q4_free(first_use)
+    if rc == 0:
+        m.atoms = built  # only now: merge_plain ran without them
+    return rc
+
+
+cdef int32_t *first_uses(const int32_t *merges, Py_ssize_t n_merges, const uint8_t *tok_bytes,
+                         const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil:
+    """For each token that may spell one 2- or 3-byte character, the lowest
+    rank of a merge with it as an operand (INT32_MAX if none; other tokens:
+    INT32_MAX). A bitmap of those tokens keeps the pass over the merges from
+    writing all over the array. NULL if allocation fails."""
+    cdef int32_t *first_use = <int32_t *> q4_malloc(<size_t> (n_vocab + 1) * sizeof(int32_t))
+    cdef uint64_t *wanted = <uint64_t *> q4_malloc(<size_t> ((n_vocab >> 6) + 1) * sizeof(uint64_t))
+    cdef Py_ssize_t t, n, r, k
+    cdef int32_t x
+    if first_use == NULL or wanted == NULL:
+        q4_free(first_use)
+        q4_free(wanted)
+        return NULL
+    memset(wanted, 0, <size_t> ((n_vocab >> 6) + 1) * sizeof(uint64_t))
+    for t in range(n_vocab):
+        first_use[t] = INT32_MAX
+        n = tok_offsets[t + 1] - tok_offsets[t]
+        if (n == 2 or n == 3) and 0xC2 <= tok_bytes[tok_offsets[t]] < 0xF0:
+            wanted[t >> 6] |= 1ULL << (t & 63)
+    for r in range(n_merges):
+        for k in range(2):
+            x = merges[3 * r + k]
+            if x < n_vocab and (wanted[x >> 6] >> (x & 63)) & 1 and first_use[x] == INT32_MAX:
+                first_use[x] = <int32_t> r
+    q4_free(wanted)
+    return first_use
+
+
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.slots)
     q4_free(m.merge_new)
     q4_free(m.grid)
     q4_free(m.whole)
+    char_atoms_free(&m.atoms)
     m.slots = NULL
     m.merge_new = NULL
     m.grid = NULL
@@ -317,7 +395,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
     cdef uint8_t nxt[SHORT_PIECE]
     cdef uint8_t prv[SHORT_PIECE]
     cdef Py_ssize_t j, out
-    cdef int32_t best, pos, right, left, r
+    cdef int32_t best, pos, right, left, r, top = -1
     if k < 2:
         return k
     for j in range(k - 1):  # independent loads: let them all be in flight at once
@@ -335,6 +413,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
             break
         pos = best & ((1 << POS_BITS) - 1)
         r = best >> POS_BITS
+        top = r if r > top else top  # for the char atoms' check (_char_atoms)
         right = nxt[pos]
         sym[pos] = merged_id(m, r)
         entry[right] = INT32_MAX  # the right symbol is gone, and its pair with it
@@ -347,6 +426,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
         left = prv[pos]
         if left != 0xFF:
             entry[left] = pair_entry(m, sym, left, pos)
+    w.top_rank = top
     out = 0
     j = 0
     while j < k:
@@ -599,18 +679,30 @@ cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
             return 1
     if reserve_scratch(w, n) < 0:
         return -1
-    for j in range(n):
-        w.sym[j] = m.byte_ids[p[j]]
-    if n < SHORT_PIECE:
-        k = merge_short(m, w, n)
+    if m.atoms.table != NULL:
+        k = atoms_start(&m.atoms, m.byte_ids, p, n, w.sym)
+    else:
+        for j in range(n):
+            w.sym[j] = m.byte_ids[p[j]]
+        k = n
+    return merge_symbols(m, w, k, n, dst)
+
+
+cdef Py_ssize_t merge_symbols(const BpeModel *m, Worker *w, Py_ssize_t k, Py_ssize_t n,
+                              int32_t *dst) noexcept nogil:
+    """Merge the k first symbols w.sym[0:k] of an n-byte piece into dst; the
+    method goes by k. Returns the number of ids, or -1."""
+    cdef Py_ssize_t j
+    if k < SHORT_PIECE:
+        k = merge_short(m, w, k)
         memcpy(dst, w.sym, <size_t> k * sizeof(int32_t))
     else:
-        if n >= BUCKET_PIECE and m.monotone:
+        if k >= BUCKET_PIECE and m.monotone:
             if reserve_buckets(m, w) < 0:
                 return -1
-            merge_bucketed(m, w, n)
+            merge_bucketed(m, w, k)
         else:
-            merge_long(m, w, n)
+            merge_long(m, w, k)
         k = 0
         j = 0
         while j >= 0:

@@ -28,11 +28,12 @@ from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
+                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
                                     cache_free, cache_store, pack_key, key_hash, short_home, short_probe,
                                     long_hash, long_find, long_ids, prefetch_home, q4_pc_prefetch)
+from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
@@ -143,6 +144,9 @@ cdef class NativeTokenizer:
                            ai.shape[0])
             if i == 0 and ignore_merges:
                 i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
+            if i == 0:
+                i = bpe_model_char_atoms(&self.model, &mg[0, 0] if mg.shape[0] else NULL, &tb[0], &to[0],
+                                         self.n_vocab)
             if i == 0 and j == 0 and cache_words > 0:
                 i = self.build_seed(flag_ptr)
         if i == -2:
@@ -163,6 +167,13 @@ cdef class NativeTokenizer:
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
         cache_free(&self.seed)
+
+    def char_atoms(self, bytes piece=None):
+        """For tests (pyx/_char_atoms.pyx): the atom table and fragment rules,
+        None when off; with piece, the symbols its merging starts from."""
+        if piece is None:
+            return char_atoms_describe(&self.model.atoms)
+        return start_symbols(&self.model.atoms, self.model.byte_ids, piece)
 
     # -- worker pool ------------------------------------------------------------
     # Only ever touched with the GIL held and without calling back into Python
