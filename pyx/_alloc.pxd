@@ -6,6 +6,7 @@ from libc.stdint cimport int64_t
 cdef void *q4_malloc(size_t n) noexcept nogil
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil
 cdef void *q4_malloc_huge(size_t n) noexcept nogil
+cdef void q4_free_huge(void *p, size_t n) noexcept nogil
 cdef void q4_free(void *p) noexcept nogil
 
 ctypedef void *q4_lock

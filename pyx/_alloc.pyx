@@ -58,29 +58,56 @@ cdef void *q4_malloc(size_t n) noexcept nogil:
 cdef extern from *:
     """
     #include <stdlib.h>
+    #include <stdint.h>
     #include <sys/mman.h>
-    /* A 2 MiB-aligned block the kernel may back with huge pages (THP in
-       madvise mode), for tables probed at random; 64-byte aligned below that. */
-    static void *q4_aligned_huge(size_t n) {
+    /* Tables probed at random (merge table, piece caches). From 1 MiB up they
+       get their own mapping, 2 MiB aligned and advised as huge pages: from
+       malloc, a large block is often carved out of memory freed earlier and
+       already backed by 4 KiB pages, whose random probes miss the TLB.
+       Smaller ones are 64-byte aligned from malloc. q4_huge_release needs
+       the same n. */
+    #define Q4_HUGE ((size_t) 1 << 21)
+    static void *q4_huge_alloc(size_t n) {
         void *p = NULL;
-        size_t align = n >= (1u << 21) ? (1u << 21) : 64;
-        if (posix_memalign(&p, align, n ? n : 1) != 0)
+        if (n < (Q4_HUGE >> 1))
+            return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+        size_t len = n + Q4_HUGE;
+        char *base = (char *) mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == (char *) MAP_FAILED)
             return NULL;
+        char *aligned = (char *) (((uintptr_t) base + Q4_HUGE - 1) & ~((uintptr_t) Q4_HUGE - 1));
+        size_t head = (size_t) (aligned - base), tail = len - head - n;
+        if (head)
+            munmap(base, head);
+        if (tail)
+            munmap(aligned + n, tail);
     #ifdef MADV_HUGEPAGE
-        if (align == (1u << 21))
-            madvise(p, n, MADV_HUGEPAGE);
+        madvise(aligned, n, MADV_HUGEPAGE);
     #endif
-        return p;
+        return aligned;
+    }
+    static void q4_huge_release(void *p, size_t n) {
+        if (p == NULL)
+            return;
+        if (n < (Q4_HUGE >> 1))
+            free(p);
+        else
+            munmap(p, n);
     }
     """
-    void *q4_aligned_huge(size_t n) nogil
+    void *q4_huge_alloc(size_t n) nogil
+    void q4_huge_release(void *p, size_t n) nogil
 
 
 cdef void *q4_malloc_huge(size_t n) noexcept nogil:
-    """q4_malloc for large tables with random access (freed by q4_free)."""
+    """q4_malloc for large tables with random access; free with q4_free_huge(p, n)."""
     if _should_fail():
         return NULL
-    return q4_aligned_huge(n)
+    return q4_huge_alloc(n)
+
+
+cdef void q4_free_huge(void *p, size_t n) noexcept nogil:
+    q4_huge_release(p, n)
 
 
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil:

@@ -23,7 +23,7 @@ piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_realloc, q4_free
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
@@ -87,6 +87,7 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     while size * 6 < <uint64_t> n_merges * 10:  # load factor <= 0.6
         size <<= 1
         bits += 1
+    m.mask = size - 1  # set first: bpe_model_free sizes the table by it
     m.slots = <uint64_t *> q4_malloc_huge(size * sizeof(uint64_t))
     m.merge_new = <int32_t *> q4_malloc(<size_t> (n_merges + 1) * sizeof(int32_t))
     m.grid = <int32_t *> q4_malloc(<size_t> (1 << (2 * GRID_BITS)) * sizeof(int32_t))
@@ -260,7 +261,7 @@ cdef int32_t *first_uses(const int32_t *merges, Py_ssize_t n_merges, const uint8
 
 
 cdef void bpe_model_free(BpeModel *m) noexcept nogil:
-    q4_free(m.slots)
+    q4_free_huge(m.slots, <size_t> (m.mask + 1) * sizeof(uint64_t))
     q4_free(m.merge_new)
     q4_free(m.grid)
     q4_free(m.whole)

@@ -77,6 +77,24 @@ cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n,
         q4_pc_prefetch(homes[i])
 
 
+_ID_OBJECTS = ()
+
+
+def shared_id_objects(Py_ssize_t n):
+    """A tuple of the ints 0..n-1 (or more), the same objects for every
+    tokenizer of the process: a list of ids is built by taking a reference
+    to each, a write to each int's refcount, so the ints should lie close
+    together. Made once, early, they do; made again later in a heap
+    fragmented by millions of freed objects, they scatter, and building
+    lists measured 30% slower. A larger vocabulary extends the tuple,
+    keeping the ints already made."""
+    global _ID_OBJECTS
+    cdef Py_ssize_t have = len(_ID_OBJECTS)
+    if have < n:
+        _ID_OBJECTS = _ID_OBJECTS + tuple(range(have, n))
+    return _ID_OBJECTS
+
+
 cdef class NativeTokenizer:
     cdef BpeModel model
     cdef AtomTable atoms
@@ -135,7 +153,7 @@ cdef class NativeTokenizer:
             if byte_ids[i] < 0:
                 raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
         self._keep = (tb, to)
-        self._id_objects = tuple(range(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0)))
+        self._id_objects = shared_id_objects(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
         self.token_bytes = &tb[0]
         self.token_offsets = &to[0]
         with nogil:

@@ -10,7 +10,7 @@ the kernel can back them with huge pages: their probes are random, and with
 """
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free, q4_free_huge
 
 
 cdef uint64_t table_size(Py_ssize_t entries, Py_ssize_t num, Py_ssize_t den, uint64_t least) noexcept nogil:
@@ -30,6 +30,8 @@ cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit
     memset(c, 0, sizeof(PieceCache))
     if short_limit > (1LL << 40) or long_limit > (1LL << 40) or pool_cap > 0xFFFFFFFFLL:
         return -1
+    c.short_mask = n_short - 1  # set first: cache_free sizes the tables by them
+    c.long_mask = n_long - 1
     c.short_slots = <ShortSlot *> q4_malloc_huge(n_short * sizeof(ShortSlot))
     c.long_slots = <LongSlot *> q4_malloc_huge(n_long * sizeof(LongSlot))
     c.spill = <int32_t *> q4_malloc(<size_t> spill_cap * sizeof(int32_t))
@@ -37,8 +39,6 @@ cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit
     if c.short_slots == NULL or c.long_slots == NULL or c.spill == NULL or c.pool == NULL:
         cache_free(c)
         return -1
-    c.short_mask = n_short - 1
-    c.long_mask = n_long - 1
     c.short_limit = short_limit
     c.long_limit = long_limit
     c.spill_cap = spill_cap
@@ -86,8 +86,8 @@ cdef void reset_long(PieceCache *c) noexcept nogil:
 
 
 cdef void cache_free(PieceCache *c) noexcept nogil:
-    q4_free(c.short_slots)
-    q4_free(c.long_slots)
+    q4_free_huge(c.short_slots, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
+    q4_free_huge(c.long_slots, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
     q4_free(c.spill)
     q4_free(c.pool)
     memset(c, 0, sizeof(PieceCache))
