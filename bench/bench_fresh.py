@@ -5,8 +5,8 @@
 The same measurement as report.py's "warm, fresh documents" and "cold"
 columns (report.split_documents, report.time_documents, peers.BUILDERS), but
 without report.py's other work in the process (the HF reference ids for every
-corpus, the whole-corpus encodes), which lowers qwen4exp's figures there by
-about a third while fastokens' barely move; see README, Speed. Peers are
+corpus, the whole-corpus encodes); in two report runs qwen4exp's figures
+there were about a third lower than here (README, Speed). Peers are
 interleaved round by round; best of `rounds`.
 """
 
