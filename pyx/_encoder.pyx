@@ -22,10 +22,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 cimport numpy as cnp
+import os
+
 import numpy as np
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._scheduler cimport Stream, new_streams, free_streams, run_streams
+from qwen4exp._scheduler cimport Stream, convert_fn, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
@@ -39,13 +41,16 @@ from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTR
 from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end, piece_ends
-from qwen4exp._unicode cimport Q4_L, Q4_M
+from qwen4exp._unicode cimport Q4_L, Q4_M, q4_cclass
 
 cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
+    SPLIT_MIN = 1 << 18     # encode(): texts from this many bytes are split across threads
+    SPLIT_PART = 1 << 17    # into parts of about this many bytes (a few per thread, for balance)
+    SPLIT_SCAN = 1 << 16    # how far past a target a part boundary is looked for
     SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
@@ -93,6 +98,16 @@ def shared_id_objects(Py_ssize_t n):
     if have < n:
         _ID_OBJECTS = _ID_OBJECTS + tuple(range(have, n))
     return _ID_OBJECTS
+
+
+def _cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CPUS = _cpu_count()  # threads encode() may use for one long text
 
 
 cdef class NativeTokenizer:
@@ -418,8 +433,11 @@ cdef class NativeTokenizer:
         return rc
 
     def encode(self, str text):
-        """Ids of `text` as DATA (list of int)."""
+        """Ids of `text` as DATA (list of int). A long text is split at piece
+        boundaries and its parts encoded on several threads (encode_parts)."""
         cdef IdVec out
+        if len(text) >= SPLIT_MIN and _CPUS > 1:
+            return self.encode_parts(text)
         memset(&out, 0, sizeof(IdVec))
         try:
             if self.encode_text(text, &out) < 0:
@@ -427,6 +445,60 @@ cdef class NativeTokenizer:
             return idvec_to_list(&out, self._id_objects)
         finally:
             idvec_free(&out)
+
+    cdef list encode_parts(self, str text):
+        """encode() of a long text on up to _CPUS threads: NFC over the whole
+        text first, then parts that end where a line ends before a letter.
+        The piece that holds that newline ends there (no alternative of the
+        pattern carries a CR/LF into a letter, and a letter run takes no
+        CR/LF prefix), and the next piece starts there whether the scan
+        began at the text's start or at the part's: the pre-tokenizer
+        decides a piece from where it starts, and BPE works piece by piece,
+        so the parts' ids joined are the text's ids. A letter after a
+        newline is also a stable NFC boundary (nothing composes with a
+        newline), so each part is already NFC."""
+        cdef Py_ssize_t n, m, k, count, total, at
+        cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
+        cdef unsigned char *normal = NULL
+        cdef Stream *streams = NULL
+        cdef int64_t *bounds = NULL
+        cdef bint nfc
+        cdef list out
+        with nogil:
+            nfc = utf8_is_nfc(s, n)
+        if not nfc:
+            with nogil:
+                m = utf8_nfc(s, n, &normal)
+            if m < 0:
+                raise MemoryError("out of memory while normalizing")
+            s, n = normal, m
+        try:
+            count = max(2, min(4 * _CPUS, n // SPLIT_PART))
+            bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
+            if bounds == NULL:
+                raise MemoryError("out of memory while splitting a text")
+            with nogil:
+                count = split_points(s, n, count, self.letters, bounds)
+            streams = new_streams(count)
+            for k in range(count):
+                streams[k].data = s + bounds[k]
+                streams[k].n = bounds[k + 1] - bounds[k]
+                streams[k].m = -1
+            self.run_batch(streams, count, _CPUS, keep_ids)
+            total = 0
+            for k in range(count):
+                total += streams[k].ids.len
+            out = PyList_New(total)
+            at = 0
+            for k in range(count):
+                fill_list(out, at, &streams[k].ids, self._id_objects)
+                at += streams[k].ids.len
+            return out
+        finally:
+            if streams != NULL:
+                free_streams(streams, count)
+            q4_free(bounds)
+            q4_free(normal)
 
     def count(self, str text):
         """Number of ids `encode(text)` would return, without building the list."""
@@ -536,7 +608,7 @@ cdef class NativeTokenizer:
                 streams[k].data = <const uint8_t *> s
                 streams[k].n = n
                 streams[k].m = -1
-            return self.run_batch(streams, count, num_threads, True)
+            return self.run_batch(streams, count, num_threads, convert_list)
         finally:
             free_streams(streams, count)
 
@@ -580,15 +652,14 @@ cdef class NativeTokenizer:
                     streams[k].ends = &en_view[0]
                     streams[k].kinds = &ki_view[0]
             # items keeps every buffer alive until we return
-            return self.run_batch(streams, count, num_threads, False)
+            return self.run_batch(streams, count, num_threads, convert_array)
         finally:
             free_streams(streams, count)
 
 
-    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, bint as_lists):
+    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert):
         """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
-        one pooled worker each, and return their results as lists of ints
-        (as_lists) or int32 arrays / fault tuples."""
+        one pooled worker each, and return what `convert` makes of each."""
         cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
         cdef Worker *single = self.acquire()
         cdef Worker **workers = <Worker **> q4_malloc(<size_t> want * sizeof(Worker *))
@@ -602,8 +673,7 @@ cdef class NativeTokenizer:
                 break  # the threads that have a worker share the work
             n += 1
         try:
-            return run_streams(streams, count, workers, n, encode_one,
-                               convert_list if as_lists else convert_array, <void *> self)
+            return run_streams(streams, count, workers, n, encode_one, convert, <void *> self)
         finally:
             for k in range(n):
                 self.release(workers[k])
@@ -698,6 +768,66 @@ cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
         return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)
     return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, 0,
                                                  st.m, &st.ids, st.tok_ends, &st.geo, &st.bad)
+
+
+cdef bint keep_ids(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """encode_parts' convert callback: the ids stay in the stream, joined after."""
+    return st.rc == RC_NO_MEMORY
+
+
+cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, unsigned char letters,
+                             int64_t *bounds) noexcept nogil:
+    """Fill bounds[0..k] with 0 < ... < n part boundaries (see encode_parts):
+    for each of count - 1 evenly spaced targets, the first line end followed
+    by a letter within SPLIT_SCAN bytes after it, if any. Returns k, the
+    number of parts (1 when no boundary is found)."""
+    cdef Py_ssize_t k = 0, i, target, p, stop, nxt
+    cdef uint32_t cp
+    cdef uint8_t b
+    bounds[0] = 0
+    for i in range(1, count):
+        target = n * i // count
+        if target <= bounds[k]:
+            continue
+        stop = min(n - 1, target + SPLIT_SCAN)
+        p = target
+        while p < stop:
+            if s[p] == c'\n':
+                b = s[p + 1]
+                if b < 0x80:
+                    cp = b
+                elif b < 0xE0:
+                    cp = ((b & 0x1F) << 6) | (s[p + 2] & 0x3F) if p + 2 < n else 0
+                elif b < 0xF0:
+                    cp = (((b & 0x0F) << 12) | ((s[p + 2] & 0x3F) << 6) | (s[p + 3] & 0x3F)) if p + 3 < n else 0
+                else:
+                    cp = 0  # four-byte letters are rare at line starts: not used as boundaries
+                if q4_cclass(cp) & letters:
+                    k += 1
+                    bounds[k] = p + 1
+                    break
+            p += 1
+    k += 1
+    bounds[k] = n
+    return k
+
+
+cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
+    """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
+    slots), sharing one int object per id."""
+    cdef Py_ssize_t k, limit = len(id_objects)
+    cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
+    cdef object fresh
+    cdef int32_t t
+    for k in range(v.len):
+        t = v.data[k]
+        if <uint32_t> t < <uint32_t> limit:
+            Py_INCREF(<object> items[t])
+            PyList_SET_ITEM(out, at + k, <object> items[t])
+        else:
+            fresh = PyLong_FromLong(t)
+            Py_INCREF(fresh)
+            PyList_SET_ITEM(out, at + k, fresh)
 
 
 cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:

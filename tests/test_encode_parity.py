@@ -7,6 +7,8 @@ every split a merge, ignore_merges). Every test runs on both vocabularies.
 Nothing here compares qwen4exp with itself.
 """
 
+import unicodedata
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -204,3 +206,41 @@ MARK_TRAPS = [
 def test_mark_traps(tok, hf_plain):
     # Qwen3.5's pattern: marks join letter runs and never join punctuation runs.
     assert_same(tok, hf_plain, MARK_TRAPS, threads=1)
+
+
+# -- long texts: encode() splits them at line starts and encodes the parts on
+# several threads (pyx/_encoder.pyx, encode_parts); the ids must not change.
+
+PART_MIN_CHARS = 1 << 18  # the split threshold (SPLIT_MIN) in characters
+
+
+def _line_starts():
+    """Lines whose first characters test the boundary rule: letters of many
+    scripts (a split may fall before them), and everything else (it may not):
+    marks, jamo, apostrophes, digits, spaces, CR/LF, symbols, 4-byte letters."""
+    heads = ["a", "Z", "é", "ß", "中", "文", "가", "Ж", "ω", "ب", "ก", "क", "\u1100\u1161", "\u1161", "\u11a8",
+             "\u0301a", "\u093fक", "'s", "'S", "'ll", "\u017f", "1a", "²", " a", "  a", "\ta", "\u3000中",
+             "\r\nb", "\ra", ".a", "—a", "😀a", "\U00020000a", "\u00a0a", "\u200ba", "<|im_end|>a"]
+    return [h + "bc def" + ("\u0301" if i % 5 == 0 else "") + " x" * (i % 4) for i, h in enumerate(heads)]
+
+
+@pytest.mark.parametrize("name", ["code", "multilingual"])
+def test_long_text_parts(tok, hf_plain, name):
+    """A whole corpus in one encode() call (long enough to be split) equals the
+    reference, and count() (never split) agrees."""
+    text = getattr(corpora, f"{name}_corpus")()
+    if len(text) < PART_MIN_CHARS:
+        text = (text + "\n") * (PART_MIN_CHARS // len(text) + 1)
+    ids = tok.encode(text)
+    assert ids == hf_plain.encode(text, add_special_tokens=False).ids
+    assert len(ids) == tok.count(text)
+
+
+def test_long_text_parts_line_starts(tok, hf_plain):
+    """Lines starting with every kind of character, in a text long enough to be
+    split, with and without CR, NFC and not (NFC runs over the whole text first)."""
+    lines = _line_starts()
+    body = "\n".join(lines[i % len(lines)] * (1 + i % 3) for i in range(30000))
+    assert len(body) >= PART_MIN_CHARS
+    for text in (body, body.replace("\n", "\r\n"), unicodedata.normalize("NFD", body)):
+        assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
