@@ -54,7 +54,7 @@ cdef union MergeQueue:
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
     PieceCache cache        # all NULL when the tokenizer caches nothing
-    int32_t short_rank[SHORT_PIECE]  # array method: rank of each adjacent pair
+    int32_t short_rank[SHORT_PIECE]  # array method: each pair's rank << POS_BITS | position
     int32_t top_rank        # array method: the highest rank it merged (char atoms' init)
     int32_t *sym            # symbol ids of the piece being merged
     int32_t *prev           # linked methods: previous live symbol, -1 at the start

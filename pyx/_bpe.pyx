@@ -24,7 +24,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
-from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store
+from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store, hash_bytes
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -332,49 +332,6 @@ cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
     w.queue.heap = <uint64_t *> p
     w.scratch_cap = cap
     return 0
-
-
-cdef extern from *:
-    """
-    #include <string.h>
-    /* The n bytes at p (1 <= n <= 8) as one word, reading only p[0:n]: the
-       first and last four (overlapping below 8), or first, middle and last
-       byte below 4. For a given n this determines every byte. */
-    static inline uint64_t q4_word_of(const unsigned char *p, Py_ssize_t n) {
-        uint32_t a, b;
-        if (n >= 4) {
-            memcpy(&a, p, 4);
-            memcpy(&b, p + n - 4, 4);
-            return ((uint64_t) b << 32) | a;
-        }
-        return (uint64_t) p[0] | ((uint64_t) p[n >> 1] << 8) | ((uint64_t) p[n - 1] << 16);
-    }
-    static inline uint64_t q4_load8(const unsigned char *p) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        return w;
-    }
-    """
-    uint64_t q4_word_of(const uint8_t *p, Py_ssize_t n) nogil
-    uint64_t q4_load8(const uint8_t *p) nogil
-
-
-cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """Hash of p[0:n], n >= 1 (pieces are short: no call, no byte loop)."""
-    cdef uint64_t h = <uint64_t> n * GOLDEN
-    cdef Py_ssize_t i = 0
-    if n <= 8:
-        h = (h ^ q4_word_of(p, n)) * 0xBF58476D1CE4E5B9ULL
-    else:
-        while i + 8 < n:
-            h = (h ^ q4_load8(p + i)) * 0xBF58476D1CE4E5B9ULL
-            h ^= h >> 31
-            i += 8
-        h = (h ^ q4_load8(p + n - 8)) * 0x94D049BB133111EBULL  # the last 8, overlapping
-    h ^= h >> 29
-    h *= GOLDEN
-    h ^= h >> 32
-    return h | 1  # 0 marks an empty slot
 
 
 cdef inline int32_t pair_entry(const BpeModel *m, const int32_t *sym, int32_t j, int32_t right) noexcept nogil:

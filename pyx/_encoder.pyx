@@ -34,7 +34,7 @@ from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_m
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
                                     cache_free, cache_store, pack_key, key_hash, short_home, short_probe,
-                                    long_hash, long_find, long_ids, prefetch_home, q4_pc_prefetch)
+                                    hash_bytes, long_find, long_ids, prefetch_home, q4_pc_prefetch)
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
@@ -70,7 +70,7 @@ cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n,
             pack_key(s + start, size, s + n, &key0[i], &key1[i])
             homes[i] = short_home(c, key_hash(key0[i], key1[i]))
         elif KEY_INLINE < size <= LONG_KEY_MAX:
-            h = long_hash(s + start, size)
+            h = hash_bytes(s + start, size)
             key0[i] = h
             homes[i] = &c.long_slots[h & c.long_mask]
         else:
@@ -812,24 +812,6 @@ cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, u
     return k
 
 
-cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
-    """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
-    slots), sharing one int object per id."""
-    cdef Py_ssize_t k, limit = len(id_objects)
-    cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
-    cdef object fresh
-    cdef int32_t t
-    for k in range(v.len):
-        t = v.data[k]
-        if <uint32_t> t < <uint32_t> limit:
-            Py_INCREF(<object> items[t])
-            PyList_SET_ITEM(out, at + k, <object> items[t])
-        else:
-            fresh = PyLong_FromLong(t)
-            Py_INCREF(fresh)
-            PyList_SET_ITEM(out, at + k, fresh)
-
-
 cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
     """The scheduler's convert callback for encode_batch: a list of ints."""
     if st.rc == RC_NO_MEMORY:
@@ -868,11 +850,18 @@ cdef enum:
 
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects):
-    """Python list of the ids, sharing one int object per id (no allocation per
-    item). Each item costs a write to its int's refcount, scattered over the
-    vocabulary's int objects: the tuple slot and then the object are
-    requested ahead, so that the writes do not wait on memory in turn."""
+    """Python list of the ids (see fill_list)."""
     cdef list out = PyList_New(v.len)
+    fill_list(out, 0, v, id_objects)
+    return out
+
+
+cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
+    """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
+    slots), sharing one int object per id (no allocation per item). Each item
+    costs a write to its int's refcount, scattered over the vocabulary's int
+    objects: the tuple slot and then the object are requested ahead, so that
+    the writes do not wait on memory in turn."""
     cdef Py_ssize_t k, n = v.len, limit = len(id_objects)
     cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
     cdef const int32_t *ids = v.data
@@ -892,8 +881,7 @@ cdef list idvec_to_list(IdVec *v, tuple id_objects):
             fresh = PyLong_FromLong(t)
             Py_INCREF(fresh)
             item = <PyObject *> fresh
-        PyList_SET_ITEM(out, k, <object> item)  # steals the reference taken above
-    return out
+        PyList_SET_ITEM(out, at + k, <object> item)  # steals the reference taken above
 
 
 cdef object idvec_to_array(IdVec *v):

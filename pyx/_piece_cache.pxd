@@ -71,9 +71,22 @@ cdef extern from *:
         memcpy(&w, p, 8);
         return w;
     }
+    /* The n bytes at p (1 <= n <= 8) as one word, reading only p[0:n]: the
+       first and last four (overlapping below 8), or first, middle and last
+       byte below 4. For a given n this determines every byte. */
+    static inline uint64_t q4_pc_word_of(const unsigned char *p, Py_ssize_t n) {
+        uint32_t a, b;
+        if (n >= 4) {
+            memcpy(&a, p, 4);
+            memcpy(&b, p + n - 4, 4);
+            return ((uint64_t) b << 32) | a;
+        }
+        return (uint64_t) p[0] | ((uint64_t) p[n >> 1] << 8) | ((uint64_t) p[n - 1] << 16);
+    }
     #define q4_pc_prefetch(p) __builtin_prefetch((p), 0, 3)
     """
     uint64_t q4_pc_load8(const uint8_t *p) nogil
+    uint64_t q4_pc_word_of(const uint8_t *p, Py_ssize_t n) nogil
     void q4_pc_prefetch(const void *p) nogil
 
 
@@ -124,15 +137,21 @@ cdef inline ShortSlot *short_find(const PieceCache *c, uint64_t k0, uint64_t k1,
     return short_probe(c, short_home(c, h), k0, k1)
 
 
-cdef inline uint64_t long_hash(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """Hash of p[0:n], n > 8; never 0."""
+cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Hash of p[0:n], n >= 1, never 0 (the long table's key; _bpe's token
+    index uses it too). Pieces are short: no call, no byte loop."""
     cdef uint64_t h = <uint64_t> n * 0x9E3779B97F4A7C15ULL
     cdef Py_ssize_t i = 0
-    while i + 8 < n:
-        h = (h ^ q4_pc_load8(p + i)) * 0xBF58476D1CE4E5B9ULL
-        h ^= h >> 31
-        i += 8
-    h = (h ^ q4_pc_load8(p + n - 8)) * 0x94D049BB133111EBULL
+    if n <= 8:
+        h = (h ^ q4_pc_word_of(p, n)) * 0xBF58476D1CE4E5B9ULL
+    else:
+        while i + 8 < n:
+            h = (h ^ q4_pc_load8(p + i)) * 0xBF58476D1CE4E5B9ULL
+            h ^= h >> 31
+            i += 8
+        h = (h ^ q4_pc_load8(p + n - 8)) * 0x94D049BB133111EBULL  # the last 8, overlapping
+    h ^= h >> 29
+    h *= 0x9E3779B97F4A7C15ULL
     h ^= h >> 32
     return h | 1
 
@@ -155,7 +174,7 @@ cdef inline void prefetch_home(const PieceCache *c, const uint8_t *p, Py_ssize_t
         pack_key(p, n, p + n, &k0, &k1)
         q4_pc_prefetch(short_home(c, key_hash(k0, k1)))
     elif KEY_INLINE < n <= LONG_KEY_MAX:
-        q4_pc_prefetch(&c.long_slots[long_hash(p, n) & c.long_mask])
+        q4_pc_prefetch(&c.long_slots[hash_bytes(p, n) & c.long_mask])
 
 
 cdef inline const int32_t *long_ids(const PieceCache *c, const LongSlot *s) noexcept nogil:

@@ -140,7 +140,7 @@ cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32
     need = room + k * <Py_ssize_t> sizeof(int32_t)
     if need > c.pool_cap - seed_pool(c):
         return
-    h = long_hash(p, n)
+    h = hash_bytes(p, n)
     l = long_find(c, p, n, h)
     if l.hash != 0:
         return
