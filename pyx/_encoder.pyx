@@ -18,6 +18,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:
         PyObject *ob_item[1]
+    ctypedef struct PyListObject:
+        PyObject **ob_item
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
@@ -27,7 +29,7 @@ import os
 import numpy as np
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._scheduler cimport Stream, convert_fn, new_streams, free_streams, run_streams
+from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, convert_fn, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
@@ -41,16 +43,17 @@ from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTR
 from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end, piece_ends
-from qwen4exp._unicode cimport Q4_L, Q4_M, q4_cclass
+from qwen4exp._unicode cimport Q4_L, Q4_M, Q4_N, q4_cclass
 
 cnp.import_array()
 
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
-    SPLIT_MIN = 1 << 18     # encode(): texts from this many bytes are split across threads
-    SPLIT_PART = 1 << 17    # into parts of about this many bytes (a few per thread, for balance)
+    SPLIT_MIN = 4096        # encode(): texts from this many UTF-8 bytes are split across threads
+    SPLIT_PART = 2048       # into parts of at least this many bytes, up to 4 per thread (balance)
     SPLIT_SCAN = 1 << 16    # how far past a target a part boundary is looked for
+    CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
     SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
@@ -107,7 +110,16 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
-_CPUS = _cpu_count()  # threads encode() may use for one long text
+_CPUS = _cpu_count()  # threads encode() may use for one text
+cdef Py_ssize_t _split_min = SPLIT_MIN
+
+
+def _set_split_min(Py_ssize_t n):
+    """Test and bench hook: split texts from n bytes (not SPLIT_MIN); returns the old value."""
+    global _split_min
+    old = _split_min
+    _split_min = max(n, 2)
+    return old
 
 
 cdef class NativeTokenizer:
@@ -390,6 +402,8 @@ cdef class NativeTokenizer:
         m = utf8_nfc(s, n, &normal)
         if m < 0:
             return RC_NO_MEMORY
+        if normal == NULL:
+            return self.encode_pieces(w, s, n, out)  # it was NFC after all
         rc = self.encode_pieces(w, normal, m, out)
         q4_free(normal)
         return rc
@@ -433,10 +447,13 @@ cdef class NativeTokenizer:
         return rc
 
     def encode(self, str text):
-        """Ids of `text` as DATA (list of int). A long text is split at piece
-        boundaries and its parts encoded on several threads (encode_parts)."""
+        """Ids of `text` as DATA (list of int). A text from SPLIT_MIN bytes is
+        split at piece boundaries and its parts encoded on several threads
+        (encode_parts)."""
         cdef IdVec out
-        if len(text) >= SPLIT_MIN and _CPUS > 1:
+        cdef Py_ssize_t n
+        PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
+        if n >= _split_min and _CPUS > 1:
             return self.encode_parts(text)
         memset(&out, 0, sizeof(IdVec))
         try:
@@ -447,16 +464,12 @@ cdef class NativeTokenizer:
             idvec_free(&out)
 
     cdef list encode_parts(self, str text):
-        """encode() of a long text on up to _CPUS threads: NFC over the whole
-        text first, then parts that end where a line ends before a letter.
-        The piece that holds that newline ends there (no alternative of the
-        pattern carries a CR/LF into a letter, and a letter run takes no
-        CR/LF prefix), and the next piece starts there whether the scan
-        began at the text's start or at the part's: the pre-tokenizer
+        """encode() on up to _CPUS threads (the crew's): NFC over the whole
+        text first, then parts cut where split_points finds a boundary that
+        is both a piece boundary and a stable NFC boundary. The pre-tokenizer
         decides a piece from where it starts, and BPE works piece by piece,
-        so the parts' ids joined are the text's ids. A letter after a
-        newline is also a stable NFC boundary (nothing composes with a
-        newline), so each part is already NFC."""
+        so the parts' ids joined are the text's ids; each part of an NFC text
+        cut before a starter is NFC itself (docs/ARCHITECTURE.md, Long texts)."""
         cdef Py_ssize_t n, m, k, count, total, at
         cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
         cdef unsigned char *normal = NULL
@@ -471,7 +484,8 @@ cdef class NativeTokenizer:
                 m = utf8_nfc(s, n, &normal)
             if m < 0:
                 raise MemoryError("out of memory while normalizing")
-            s, n = normal, m
+            if normal != NULL:
+                s, n = normal, m
         try:
             count = max(2, min(4 * _CPUS, n // SPLIT_PART))
             bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
@@ -483,22 +497,42 @@ cdef class NativeTokenizer:
             for k in range(count):
                 streams[k].data = s + bounds[k]
                 streams[k].n = bounds[k + 1] - bounds[k]
-                streams[k].m = -1
-            self.run_batch(streams, count, _CPUS, keep_ids)
+                streams[k].m = STREAM_NFC  # the whole text is NFC: so is each part
+            # The calling thread makes each finished part's items (the costly
+            # refcount writes) while the others still encode; the list is
+            # then made at its final size and the items copied in.
+            self.run_batch(streams, count, _CPUS, prepare_items, SPLIT_PART)
             total = 0
             for k in range(count):
                 total += streams[k].ids.len
             out = PyList_New(total)
             at = 0
             for k in range(count):
-                fill_list(out, at, &streams[k].ids, self._id_objects)
-                at += streams[k].ids.len
+                if streams[k].ids.len:
+                    memcpy(&(<PyListObject *> out).ob_item[at], streams[k].items,
+                           <size_t> streams[k].ids.len * sizeof(PyObject *))
+                    at += streams[k].ids.len
+                q4_free(streams[k].items)  # the list owns those references now
+                streams[k].items = NULL
             return out
         finally:
             if streams != NULL:
                 free_streams(streams, count)
             q4_free(bounds)
             q4_free(normal)
+
+    def part_bounds(self, bytes data, Py_ssize_t count):
+        """Test hook: the part boundaries encode_parts would use for NFC UTF-8
+        `data` cut in up to `count` parts (a list of byte offsets, 0 ... n)."""
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), k
+        cdef int64_t *bounds = <int64_t *> q4_malloc(<size_t> (max(count, 1) + 1) * sizeof(int64_t))
+        if bounds == NULL:
+            raise MemoryError("out of memory while splitting a text")
+        try:
+            k = split_points(<const uint8_t *> PyBytes_AS_STRING(data), n, max(count, 1), self.letters, bounds)
+            return [bounds[i] for i in range(k + 1)]
+        finally:
+            q4_free(bounds)
 
     def count(self, str text):
         """Number of ids `encode(text)` would return, without building the list."""
@@ -607,8 +641,8 @@ cdef class NativeTokenizer:
                 s = PyUnicode_AsUTF8AndSize(texts[k], &n)
                 streams[k].data = <const uint8_t *> s
                 streams[k].n = n
-                streams[k].m = -1
-            return self.run_batch(streams, count, num_threads, convert_list)
+                streams[k].m = STREAM_TEXT
+            return self.run_batch(streams, count, num_threads, convert_list, CONVERT_EVERY)
         finally:
             free_streams(streams, count)
 
@@ -652,12 +686,13 @@ cdef class NativeTokenizer:
                     streams[k].ends = &en_view[0]
                     streams[k].kinds = &ki_view[0]
             # items keeps every buffer alive until we return
-            return self.run_batch(streams, count, num_threads, convert_array)
+            return self.run_batch(streams, count, num_threads, convert_array, CONVERT_EVERY)
         finally:
             free_streams(streams, count)
 
 
-    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert):
+    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
+                        Py_ssize_t convert_every):
         """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
         one pooled worker each, and return what `convert` makes of each."""
         cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
@@ -673,7 +708,7 @@ cdef class NativeTokenizer:
                 break  # the threads that have a worker share the work
             n += 1
         try:
-            return run_streams(streams, count, workers, n, encode_one, convert, <void *> self)
+            return run_streams(streams, count, workers, n, encode_one, convert, <void *> self, convert_every)
         finally:
             for k in range(n):
                 self.release(workers[k])
@@ -764,48 +799,87 @@ def common_prefix(bytes a, bytes b):
 
 cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
     """The scheduler's encode callback: one stream, DATA text or segmented."""
+    if st.m == STREAM_NFC:
+        return (<NativeTokenizer> ctx).encode_pieces(w, st.data, st.n, &st.ids)
     if st.m < 0:
         return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)
     return (<NativeTokenizer> ctx).encode_stream(w, st.data, st.n, st.starts, st.ends, st.kinds, 0,
                                                  st.m, &st.ids, st.tok_ends, &st.geo, &st.bad)
 
 
-cdef bint keep_ids(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
-    """encode_parts' convert callback: the ids stay in the stream, joined after."""
-    return st.rc == RC_NO_MEMORY
+cdef bint prepare_items(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """encode_parts' convert callback: the part's int objects, new references
+    in st.items (st.ids keeps its length), joined into one list after."""
+    if st.rc == RC_NO_MEMORY:
+        return True
+    st.items = <void **> q4_malloc(<size_t> max(st.ids.len, 1) * sizeof(PyObject *))
+    if st.items == NULL:
+        return True
+    fill_items(<PyObject **> st.items, &st.ids, (<NativeTokenizer> ctx)._id_objects)
+    return False
+
+
+cdef inline uint32_t char_at(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
+    """Code point of the (valid UTF-8) character starting at s[p]; 0 past n."""
+    cdef uint8_t b
+    if p >= n:
+        return 0
+    b = s[p]
+    if b < 0x80:
+        return b
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (s[p + 1] & 0x3F)
+    if b < 0xF0:
+        return ((b & 0x0F) << 12) | ((s[p + 1] & 0x3F) << 6) | (s[p + 2] & 0x3F)
+    return ((b & 0x07) << 18) | ((s[p + 1] & 0x3F) << 12) | ((s[p + 2] & 0x3F) << 6) | (s[p + 3] & 0x3F)
+
+
+cdef inline uint32_t char_before(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
+    """Code point of the character that ends just before s[p] (p > 0)."""
+    cdef Py_ssize_t q = p - 1
+    while q > 0 and p - q < 4 and (s[q] & 0xC0) == 0x80:
+        q -= 1
+    return char_at(s, q, n)
+
+
+cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, Py_ssize_t n,
+                                  unsigned char letters) noexcept nogil:
+    """Whether a part may start at s[p] (0 < p < n, a character start): a
+    letter (of the pattern's letter runs) ends before it and it is neither a
+    letter nor a mark nor a digit, or it is a letter after a line end. No
+    piece of either pattern holds a letter followed by a non-letter (letter
+    runs and contractions end in letters, the other alternatives hold none),
+    nor a CR/LF followed by a letter; the character at p is a starter, so
+    the cut is also a stable NFC boundary."""
+    cdef uint32_t here = char_at(s, p, n), before
+    cdef unsigned char cls = q4_cclass(here)
+    if cls & Q4_L:
+        return s[p - 1] == c'\n'
+    if cls & (Q4_M | Q4_N):
+        return False
+    before = char_before(s, p, n)
+    return (q4_cclass(before) & letters) != 0
 
 
 cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, unsigned char letters,
                              int64_t *bounds) noexcept nogil:
     """Fill bounds[0..k] with 0 < ... < n part boundaries (see encode_parts):
-    for each of count - 1 evenly spaced targets, the first line end followed
-    by a letter within SPLIT_SCAN bytes after it, if any. Returns k, the
-    number of parts (1 when no boundary is found)."""
-    cdef Py_ssize_t k = 0, i, target, p, stop, nxt
-    cdef uint32_t cp
-    cdef uint8_t b
+    for each of count - 1 evenly spaced targets, the first is_part_boundary
+    within SPLIT_SCAN bytes after it, if any. Returns k, the number of parts
+    (1 when no boundary is found)."""
+    cdef Py_ssize_t k = 0, i, target, p, stop
     bounds[0] = 0
     for i in range(1, count):
         target = n * i // count
         if target <= bounds[k]:
             continue
-        stop = min(n - 1, target + SPLIT_SCAN)
+        stop = min(n, target + SPLIT_SCAN)
         p = target
         while p < stop:
-            if s[p] == c'\n':
-                b = s[p + 1]
-                if b < 0x80:
-                    cp = b
-                elif b < 0xE0:
-                    cp = ((b & 0x1F) << 6) | (s[p + 2] & 0x3F) if p + 2 < n else 0
-                elif b < 0xF0:
-                    cp = (((b & 0x0F) << 12) | ((s[p + 2] & 0x3F) << 6) | (s[p + 3] & 0x3F)) if p + 3 < n else 0
-                else:
-                    cp = 0  # four-byte letters are rare at line starts: not used as boundaries
-                if q4_cclass(cp) & letters:
-                    k += 1
-                    bounds[k] = p + 1
-                    break
+            if (s[p] & 0xC0) != 0x80 and is_part_boundary(s, p, n, letters):
+                k += 1
+                bounds[k] = p
+                break
             p += 1
     k += 1
     bounds[k] = n
@@ -858,7 +932,13 @@ cdef list idvec_to_list(IdVec *v, tuple id_objects):
 
 cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
     """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
-    slots), sharing one int object per id (no allocation per item). Each item
+    slots): fill_items on the list's item array."""
+    fill_items(&(<PyListObject *> out).ob_item[at], v, id_objects)
+
+
+cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects):
+    """Store v's ids as new references to int objects in dst[0:v.len], sharing
+    one int object per id (no allocation per item). Each item
     costs a write to its int's refcount, scattered over the vocabulary's int
     objects: the tuple slot and then the object are requested ahead, so that
     the writes do not wait on memory in turn."""
@@ -881,7 +961,7 @@ cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
             fresh = PyLong_FromLong(t)
             Py_INCREF(fresh)
             item = <PyObject *> fresh
-        PyList_SET_ITEM(out, at + k, <object> item)  # steals the reference taken above
+        dst[k] = item  # the reference taken above
 
 
 cdef object idvec_to_array(IdVec *v):

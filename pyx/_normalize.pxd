@@ -4,6 +4,7 @@
 # point QC=Yes and combining classes non-decreasing among non-starters).
 cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil
 
-# NFC of valid UTF-8 s into a q4_malloc'ed *out (the caller q4_frees it);
-# returns its length, or -1 when an allocation failed (*out untouched, nothing leaked).
+# NFC of valid UTF-8 s: returns its length, with *out = NULL when s already is
+# NFC (nothing copied), else *out = a q4_malloc'ed copy (the caller q4_frees
+# it); -1 when an allocation failed (*out untouched, nothing leaked).
 cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **out) noexcept nogil

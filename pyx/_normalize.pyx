@@ -11,7 +11,7 @@ copied as bytes; any other one is decomposed, canonically ordered (a stable
 counting sort for long runs of marks) and recomposed.
 """
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memcmp, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
@@ -130,6 +130,7 @@ cdef struct _Work:
     Py_ssize_t cps_cap
     uint32_t *tmp        # scratch for counting sorts
     Py_ssize_t tmp_cap
+    bint changed         # w.out holds the NFC of the input up to `emitted`
 
 
 cdef bint _grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t item) noexcept nogil:
@@ -272,10 +273,38 @@ cdef bint _normalize_segment(_Work *w, const unsigned char *s, Py_ssize_t n) noe
     return True
 
 
+cdef bint _flush(_Work *w, const unsigned char *s, Py_ssize_t *emitted, Py_ssize_t seg,
+                 Py_ssize_t end) noexcept nogil:
+    """Normalize the segment s[seg:end] that failed the quick check. Once any
+    segment changed, w.out holds the NFC of s[0:end] (s[emitted:seg] copied
+    first); before that, w.out is scratch and nothing is copied."""
+    cdef Py_ssize_t m
+    if w.changed:
+        if not (_append(w, s + emitted[0], seg - emitted[0]) and _normalize_segment(w, s + seg, end - seg)):
+            return False
+        emitted[0] = end
+        return True
+    w.out_len = 0
+    if not _normalize_segment(w, s + seg, end - seg):
+        return False
+    m = w.out_len
+    if m == end - seg and memcmp(w.out, s + seg, <size_t> m) == 0:
+        w.out_len = 0
+        return True
+    if not _grow(<void **>&w.out, &w.out_cap, seg + m, 1):
+        return False
+    memmove(w.out + seg, w.out, <size_t> m)
+    memcpy(w.out, s, <size_t> seg)
+    w.out_len = seg + m
+    w.changed = True
+    emitted[0] = end
+    return True
+
+
 cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **out) noexcept nogil:
     cdef _Work w
     cdef Py_ssize_t i = 0, j, start
-    cdef Py_ssize_t emitted = 0   # input before this is already in w.out
+    cdef Py_ssize_t emitted = 0   # once w.changed: input before this is already in w.out
     cdef Py_ssize_t seg = 0       # start of the current segment
     cdef bint clean = True        # the current segment passes the quick check so far
     cdef uint8_t last_ccc = 0
@@ -284,18 +313,13 @@ cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **o
     cdef bint ok = True
 
     memset(&w, 0, sizeof(w))
-    w.out_cap = n + 16
-    w.out = <unsigned char *>q4_malloc(<size_t>w.out_cap)
-    if w.out == NULL:
-        return -1
     while ok:
         j = _skip_below_0300(s, i, n)
         if j != i:
             # s[i:j] is all QC=Yes starters: the current segment ends at i,
             # and the last of them starts the next one.
             if not clean:
-                ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, i - seg)
-                emitted = i
+                ok = _flush(&w, s, &emitted, seg, i)
             seg = j - 1 if s[j - 1] < 0x80 else j - 2
             clean = True
             last_ccc = 0
@@ -307,8 +331,7 @@ cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **o
         rec = q4_nf_rec_of(cp)
         if (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0:
             if not clean:
-                ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, start - seg)
-                emitted = start
+                ok = _flush(&w, s, &emitted, seg, start)
             seg = start
             clean = True
             last_ccc = 0
@@ -317,15 +340,18 @@ cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **o
                 clean = False
             last_ccc = rec.ccc
     if ok and not clean:
-        ok = _append(&w, s + emitted, seg - emitted) and _normalize_segment(&w, s + seg, n - seg)
-        emitted = n
-    if ok:
+        ok = _flush(&w, s, &emitted, seg, n)
+    if ok and w.changed:
         ok = _append(&w, s + emitted, n - emitted)
     q4_free(w.cps)
     q4_free(w.tmp)
     if not ok:
         q4_free(w.out)
         return -1
+    if not w.changed:
+        q4_free(w.out)
+        out[0] = NULL
+        return n
     out[0] = w.out
     return w.out_len
 
@@ -342,6 +368,8 @@ def nfc(str s):
         m = utf8_nfc(p, n, &out)
     if m < 0:
         raise MemoryError("utf8_nfc: allocation failed")
+    if out == NULL:
+        return s
     try:
         return (<char *>out)[:m].decode("utf-8")
     finally:

@@ -7,9 +7,14 @@ from qwen4exp._idvec cimport IdVec
 from qwen4exp._geometry cimport GeoError
 from qwen4exp._bpe cimport Worker
 
+cdef enum:
+    STREAM_TEXT = -1        # Stream.m: plain DATA text
+    STREAM_NFC = -2         # plain DATA text known to be NFC already
+
 cdef struct Stream:
-    # One unit of batch work: input bytes (plain DATA text when m < 0, else a
-    # segmented stream of m segments) in, ids or a fault out.
+    # One unit of batch work: input bytes (plain DATA text when m < 0, see
+    # STREAM_TEXT/STREAM_NFC, else a segmented stream of m segments) in, ids
+    # or a fault out.
     const uint8_t *data
     Py_ssize_t n
     const int64_t *starts
@@ -18,6 +23,7 @@ cdef struct Stream:
     Py_ssize_t m
     int64_t *tok_ends       # NULL, or m entries: ids so far after each segment
     IdVec ids
+    void **items            # NULL, or ids.len new references made by a convert callback
     int rc
     GeoError geo
     Py_ssize_t bad
@@ -29,6 +35,6 @@ ctypedef int (*encode_fn)(void *ctx, Worker *w, Stream *st) noexcept nogil
 ctypedef bint (*convert_fn)(void *ctx, Stream *st, list results, Py_ssize_t k) except -1
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL
-cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept
+cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept  # with the GIL (items)
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
-                      encode_fn encode, convert_fn convert, void *ctx)
+                      encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every)

@@ -1,24 +1,26 @@
 # cython: language_level=3
 """The batch scheduler: runs a batch of streams on the calling thread and
-native helper threads, and converts finished streams in order meanwhile.
+members of the crew (pyx/_crew.pyx), and converts finished streams in order
+meanwhile.
 
 Threads claim streams one at a time (an atomic counter), so uneven streams
-balance themselves. The calling thread encodes a slice, converts what is
-finished (building Python objects overlaps with the others' encoding), checks
-for signals, and repeats. Helpers are native threads that never run Python
-code: starting and waiting for them cannot be interrupted, and a Python
-exception (a signal handler raising, a MemoryError while converting) sets
-`cancel` and waits for every helper before the caller frees the streams.
+balance themselves, and a member that is slow to come finds nothing left to
+claim. The calling thread encodes a slice, converts what is finished
+(building Python objects overlaps with the others' encoding), checks for
+signals, and repeats. Members never run Python code: posting to them and
+collecting them cannot be interrupted, and a Python exception (a signal
+handler raising, a MemoryError while converting) sets `cancel` and collects
+every member before the caller frees the streams.
 """
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.ref cimport PyObject, Py_XDECREF
 from libc.string cimport memset
 
-from qwen4exp._alloc cimport (q4_malloc, q4_free, q4_start_thread, q4_lock, q4_lock_new,
-                              q4_lock_free, q4_lock_take, q4_lock_give)
+from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._crew cimport crew_post, crew_collect
 from qwen4exp._idvec cimport idvec_free
 
 cdef enum:
-    CONVERT_EVERY = 65536   # bytes the calling thread encodes between two conversion passes
     WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
 
 
@@ -32,12 +34,10 @@ cdef struct Batch:
 
 
 cdef struct Helper:
-    # One helper thread. `finished` is held by the caller and given back once
-    # the helper no longer touches the batch, so the caller can wait for it
-    # without the GIL.
+    # What one crew member works with; `member` is where it was posted.
     Batch *batch
     Worker *w
-    q4_lock finished
+    int member
 
 
 cdef extern from *:
@@ -62,16 +62,22 @@ cdef Stream *new_streams(Py_ssize_t count) except NULL:
 
 
 cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept:
-    cdef Py_ssize_t k
+    cdef Py_ssize_t k, j
     for k in range(count):
+        if streams[k].items != NULL:
+            for j in range(streams[k].ids.len):
+                Py_XDECREF(<PyObject *> streams[k].items[j])
+            q4_free(streams[k].items)
         idvec_free(&streams[k].ids)
     q4_free(streams)
 
 
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
-                      encode_fn encode, convert_fn convert, void *ctx):
-    """Encode every stream with workers[0] on this thread and one helper thread
-    per other worker (fewer if some cannot start: the others share the work);
+                      encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every):
+    """Encode every stream with workers[0] on this thread and one crew member
+    per other worker (fewer if the crew has no more: the others share the work),
+    this thread converting finished streams after about every `convert_every`
+    bytes it encoded;
     return the converted results in order. MemoryError if any stream ran out
     of memory. The caller owns the workers and frees the streams after."""
     cdef Batch batch
@@ -91,12 +97,15 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
             # No Python code runs from here to the last start.
             helpers = <Helper *> q4_malloc(<size_t> (n_workers - 1) * sizeof(Helper))
             while helpers != NULL and started < n_workers - 1:
-                if not start_helper(&helpers[started], &batch, workers[started + 1]):
+                helpers[started].batch = &batch
+                helpers[started].w = workers[started + 1]
+                helpers[started].member = crew_post(run_helper, &helpers[started])
+                if helpers[started].member < 0:
                     break
                 started += 1
         while more:
             with nogil:
-                more = claim_streams(&batch, workers[0], CONVERT_EVERY)
+                more = claim_streams(&batch, workers[0], convert_every)
             while converted < count and q4_is_done(&streams[converted].done):
                 out_of_memory |= convert(ctx, &streams[converted], results, converted)
                 converted += 1
@@ -115,35 +124,17 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
         q4_mark_done(&batch.cancel)  # only matters to helpers still claiming (an exception)
         with nogil:
             for k in range(started):
-                q4_lock_take(helpers[k].finished)
-        for k in range(started):
-            q4_lock_free(helpers[k].finished)
+                crew_collect(helpers[k].member)
         q4_free(helpers)
     if out_of_memory:
         raise MemoryError("out of memory while tokenizing a batch")
     return results
 
 
-cdef bint start_helper(Helper *h, Batch *batch, Worker *w) noexcept:
-    """Start one helper thread; False (nothing to undo) if impossible."""
-    h.batch = batch
-    h.w = w
-    h.finished = q4_lock_new()
-    if h.finished == NULL:
-        return False
-    q4_lock_take(h.finished)
-    if q4_start_thread(run_helper, h):
-        return True
-    q4_lock_give(h.finished)
-    q4_lock_free(h.finished)
-    return False
-
-
 cdef void run_helper(void *arg) noexcept nogil:
-    """Body of a helper thread (no GIL, no Python thread state)."""
+    """A crew member's job: claim streams until none is left."""
     cdef Helper *h = <Helper *> arg
     claim_streams(h.batch, h.w, -1)
-    q4_lock_give(h.finished)  # the last touch: the caller may free h right after
 
 
 cdef bint claim_streams(Batch *batch, Worker *w, Py_ssize_t budget) noexcept nogil:

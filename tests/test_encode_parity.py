@@ -208,10 +208,11 @@ def test_mark_traps(tok, hf_plain):
     assert_same(tok, hf_plain, MARK_TRAPS, threads=1)
 
 
-# -- long texts: encode() splits them at line starts and encodes the parts on
-# several threads (pyx/_encoder.pyx, encode_parts); the ids must not change.
+# -- long texts: encode() cuts them into many parts and encodes the parts on
+# several threads (pyx/_encoder.pyx, encode_parts; tests/test_parts.py checks
+# the cut rule itself); the ids must not change.
 
-PART_MIN_CHARS = 1 << 18  # the split threshold (SPLIT_MIN) in characters
+PART_MIN_CHARS = 1 << 18  # long enough for the most parts a text is cut into
 
 
 def _line_starts():
