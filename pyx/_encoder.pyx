@@ -50,7 +50,8 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
-    SPLIT_MIN = 4096        # encode(): texts from this many UTF-8 bytes are split across threads
+    SPLIT_MIN = 512         # encode(): texts from this many UTF-8 bytes are split across threads
+                            # (tuned on fresh documents: 256-1024 alike, 2048 and up slower)
     SPLIT_PART = 2048       # into parts of at least this many bytes, up to 4 per thread (balance)
     SPLIT_SCAN = 1 << 16    # how far past a target a part boundary is looked for
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
@@ -110,7 +111,7 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
-_CPUS = _cpu_count()  # threads encode() may use for one text
+_CPUS = _cpu_count()  # threads encode() may use for one text, unless told otherwise
 cdef Py_ssize_t _split_min = SPLIT_MIN
 
 
@@ -129,6 +130,7 @@ cdef class NativeTokenizer:
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
     cdef readonly Py_ssize_t cache_words
+    cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef PieceCache seed       # what every worker's cache starts from (empty when cache_words is 0)
     cdef readonly Py_ssize_t seed_words
@@ -146,6 +148,7 @@ cdef class NativeTokenizer:
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
                  Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False,
+                 int encode_threads=0,
                  self_encoding=None):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
         self_encoding: None, or uint8 per token, 1 where merging the token's own
@@ -169,6 +172,7 @@ cdef class NativeTokenizer:
         if not 0 <= cache_words <= (1 << 30):
             raise ValueError("cache_words must be from 0 to 2**30")
         self.cache_words = cache_words
+        self.encode_threads = encode_threads if encode_threads > 0 else _CPUS
         self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
@@ -453,7 +457,7 @@ cdef class NativeTokenizer:
         cdef IdVec out
         cdef Py_ssize_t n
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
-        if n >= _split_min and _CPUS > 1:
+        if n >= _split_min and self.encode_threads > 1:
             return self.encode_parts(text)
         memset(&out, 0, sizeof(IdVec))
         try:
@@ -464,7 +468,7 @@ cdef class NativeTokenizer:
             idvec_free(&out)
 
     cdef list encode_parts(self, str text):
-        """encode() on up to _CPUS threads (the crew's): NFC over the whole
+        """encode() on up to encode_threads threads (the crew's): NFC over the whole
         text first, then parts cut where split_points finds a boundary that
         is both a piece boundary and a stable NFC boundary. The pre-tokenizer
         decides a piece from where it starts, and BPE works piece by piece,
@@ -487,7 +491,7 @@ cdef class NativeTokenizer:
             if normal != NULL:
                 s, n = normal, m
         try:
-            count = max(2, min(4 * _CPUS, n // SPLIT_PART))
+            count = max(2, min(4 * self.encode_threads, n // SPLIT_PART))
             bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
             if bounds == NULL:
                 raise MemoryError("out of memory while splitting a text")
@@ -501,7 +505,7 @@ cdef class NativeTokenizer:
             # The calling thread makes each finished part's items (the costly
             # refcount writes) while the others still encode; the list is
             # then made at its final size and the items copied in.
-            self.run_batch(streams, count, _CPUS, prepare_items, SPLIT_PART)
+            self.run_batch(streams, count, self.encode_threads, prepare_items, SPLIT_PART)
             total = 0
             for k in range(count):
                 total += streams[k].ids.len

@@ -188,3 +188,24 @@ def test_forked_child_has_a_crew(tok, hf_plain, vocab):
     assert got == ref
     assert os.getpid()  # the parent still splits after the fork
     assert [tok.encode(d) for d in docs] == ref
+
+
+def test_encode_threads_option(hf_plain, vocab):
+    """encode_threads=1 keeps encode() on the calling thread; other values are
+    used as given, survive pickling, and bad ones are refused by name."""
+    import pickle
+
+    import qwen4exp
+
+    one = qwen4exp.Tokenizer(vocab, encode_threads=1)
+    assert one._native.encode_threads == 1
+    three = pickle.loads(pickle.dumps(qwen4exp.Tokenizer(vocab, encode_threads=3)))
+    assert three._native.encode_threads == 3
+    assert qwen4exp.Tokenizer(vocab)._native.encode_threads == len(os.sched_getaffinity(0))
+    docs = [d for d in corpora.DOCUMENTS["multilingual"]() if len(d.encode()) >= 2048][:30]
+    ref = [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
+    assert [one.encode(d) for d in docs] == ref
+    assert [three.encode(d) for d in docs] == ref
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ValueError, match="encode_threads"):
+            qwen4exp.Tokenizer(vocab, encode_threads=bad)

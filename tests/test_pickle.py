@@ -75,13 +75,13 @@ def test_from_file_pickles_by_checksum_and_loads_without_the_file(tmp_path, monk
 
 
 def test_damaged_pickle_is_refused(file_tok):
-    rebuild, (sha, arrays, cache_size) = file_tok.__reduce__()
+    rebuild, (sha, arrays, cache_size, encode_threads) = file_tok.__reduce__()
     arrays = dict(arrays)
     merges = arrays["merges"].copy()
     merges.flat[0] ^= 1
     arrays["merges"] = merges
     with pytest.raises(Qwen4ExpError, match="SHA-256"):
-        rebuild(sha, arrays, cache_size)
+        rebuild(sha, arrays, cache_size, encode_threads)
 
 
 @pytest.mark.parametrize("source", ["bundled", "from_file"])

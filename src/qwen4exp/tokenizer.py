@@ -131,9 +131,15 @@ class Tokenizer:
     vocabulary spellings it is seeded with, before it goes back to that seed
     (about 120 bytes each, plus about 16 MiB per thread for the seeded table);
     0 disables the cache and the seed, so every piece is merged.
+
+    `encode_threads`: threads one `encode()` call may use (default: the CPUs
+    this process may run on). A text from 512 bytes is cut into parts at
+    piece boundaries and the parts run on the process's helper threads, the
+    ids unchanged (docs/ARCHITECTURE.md, "Texts across threads"); 1 keeps
+    every `encode()` on the calling thread.
     """
 
-    def __init__(self, name: str = "qwen3", *, cache_size: int = 32768) -> None:
+    def __init__(self, name: str = "qwen3", *, cache_size: int = 32768, encode_threads: int | None = None) -> None:
         canonical = _vocab_compile.ALIASES.get(name, name) if isinstance(name, str) else None
         if canonical not in _vocab_compile.BUNDLED:
             raise Qwen4ExpError(
@@ -141,11 +147,13 @@ class Tokenizer:
                 f"(aliases: {', '.join(f'{a} = {b}' for a, b in _vocab_compile.ALIASES.items())}); "
                 "use Tokenizer.from_file for a tokenizer.json"
             )
-        self._load_compiled(os.path.join(_DATA_DIR, _vocab_compile.BUNDLED[canonical][0]), cache_size)
+        self._load_compiled(os.path.join(_DATA_DIR, _vocab_compile.BUNDLED[canonical][0]), cache_size, encode_threads)
         self._vocab_name = canonical
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, *, cache_size: int = 32768) -> "Tokenizer":
+    def from_file(
+        cls, path: str | os.PathLike, *, cache_size: int = 32768, encode_threads: int | None = None
+    ) -> "Tokenizer":
         """Load a Qwen-family tokenizer.json, or a directory that holds one.
 
         The compiled form is cached under $QWEN4EXP_CACHE (default
@@ -167,7 +175,7 @@ class Tokenizer:
         cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
         if os.path.isfile(cached):
             try:
-                self._load_compiled(cached, cache_size, expect_sha=digest)
+                self._load_compiled(cached, cache_size, encode_threads, expect_sha=digest)
                 return self
             except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
                 pass
@@ -175,7 +183,7 @@ class Tokenizer:
             arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
         except _vocab_compile.VocabFormatError as exc:
             raise Qwen4ExpError(str(exc)) from None
-        self._init_arrays(arrays, cache_size)
+        self._init_arrays(arrays, cache_size, encode_threads)
         try:
             os.makedirs(cache_dir, exist_ok=True)
             tmp = f"{cached}.{os.getpid()}.tmp"
@@ -186,7 +194,9 @@ class Tokenizer:
             pass  # caching is an optimisation only
         return self
 
-    def _load_compiled(self, path: str, cache_size: int, expect_sha: str | None = None) -> None:
+    def _load_compiled(
+        self, path: str, cache_size: int, encode_threads: int | None, expect_sha: str | None = None
+    ) -> None:
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
@@ -199,9 +209,11 @@ class Tokenizer:
         if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
             raise ValueError(f"{path}: checksum does not match its tokenizer.json")
         _vocab_compile.check_compiled(arrays)
-        self._init_arrays(arrays, cache_size)
+        self._init_arrays(arrays, cache_size, encode_threads)
 
-    def _init_arrays(self, arrays: Mapping[str, np.ndarray], cache_size: int) -> None:
+    def _init_arrays(
+        self, arrays: Mapping[str, np.ndarray], cache_size: int, encode_threads: int | None = None
+    ) -> None:
         if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)) or not (
             0 <= cache_size <= _CACHE_MAX
         ):
@@ -209,6 +221,7 @@ class Tokenizer:
                 f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
             )
         cache_size = operator.index(cache_size)
+        threads = _thread_count(encode_threads, "encode_threads")
         self._native = NativeTokenizer(
             arrays["token_bytes"],
             arrays["token_offsets"],
@@ -220,6 +233,7 @@ class Tokenizer:
             marks=bool(arrays["marks"][0]),
             ignore_merges=bool(arrays["ignore_merges"][0]),
             self_encoding=arrays.get("self_encoding"),
+            encode_threads=threads,
         )
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
@@ -235,6 +249,7 @@ class Tokenizer:
         self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
         self._id_tables_cache = None
         self._cache_size = cache_size
+        self._encode_threads = encode_threads
         # A from_file vocabulary (no name) keeps its compiled arrays (about 4 MB):
         # it pickles with them (see __reduce__); a bundled one pickles by name.
         self._compiled = arrays if getattr(self, "_vocab_name", "") is None else None
@@ -252,10 +267,13 @@ class Tokenizer:
         """
         name = getattr(self, "_vocab_name", None)
         if name is not None:
-            return (_tokenizer_by_name, (name, self._cache_size))
+            return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads))
         if self._compiled_sha256 is None:
             self._compiled_sha256 = _arrays_sha256(self._compiled)
-        return (_tokenizer_by_checksum, (self._compiled_sha256, dict(self._compiled), self._cache_size))
+        return (
+            _tokenizer_by_checksum,
+            (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads),
+        )
 
     def _id_tables(self) -> IdTables:
         """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
@@ -446,11 +464,11 @@ class Tokenizer:
         raise fault_error(fault, data, starts, ends)
 
 
-def _tokenizer_by_name(name: str, cache_size: int) -> Tokenizer:
-    return Tokenizer(name, cache_size=cache_size)
+def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None) -> Tokenizer:
+    return Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
 
 
-def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int) -> Tokenizer:
+def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None) -> Tokenizer:
     got = _arrays_sha256(arrays)
     if got != sha256:
         raise Qwen4ExpError(
@@ -459,7 +477,7 @@ def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int) -> Tokeni
         )
     tok = Tokenizer.__new__(Tokenizer)
     tok._vocab_name = None
-    tok._init_arrays(arrays, cache_size)
+    tok._init_arrays(arrays, cache_size, encode_threads)
     tok._compiled_sha256 = sha256
     return tok
 
@@ -500,14 +518,14 @@ def _exact_str(text, where: str) -> str:
     return str.__str__(text)
 
 
-def _thread_count(num_threads: int | None) -> int:
+def _thread_count(num_threads: int | None, name: str = "num_threads") -> int:
     if num_threads is None:
         try:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:
             return os.cpu_count() or 1
     if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+        raise ValueError(f"{name} must be a positive int or None, not {num_threads!r}")
     return min(operator.index(num_threads), _THREADS_MAX)
 
 
