@@ -59,18 +59,24 @@ cdef extern from *:
     """
     #include <stdlib.h>
     #include <stdint.h>
+    #include <string.h>
     #include <sys/mman.h>
     /* Tables probed at random (merge table, piece caches). From 1 MiB up they
        get their own mapping, 2 MiB aligned and advised as huge pages: from
        malloc, a large block is often carved out of memory freed earlier and
        already backed by 4 KiB pages, whose random probes miss the TLB.
-       Smaller ones are 64-byte aligned from malloc. q4_huge_release needs
-       the same n. */
+       Smaller ones are 64-byte aligned from malloc. Either way the block
+       is zeroed (a fresh mapping is, page by page as it is first touched).
+       q4_huge_release needs the same n. */
     #define Q4_HUGE ((size_t) 1 << 21)
     static void *q4_huge_alloc(size_t n) {
         void *p = NULL;
-        if (n < (Q4_HUGE >> 1))
-            return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+        if (n < (Q4_HUGE >> 1)) {
+            if (posix_memalign(&p, 64, n ? n : 1) != 0)
+                return NULL;
+            memset(p, 0, n);
+            return p;
+        }
         size_t len = n + Q4_HUGE;
         char *base = (char *) mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == (char *) MAP_FAILED)
@@ -100,7 +106,7 @@ cdef extern from *:
 
 
 cdef void *q4_malloc_huge(size_t n) noexcept nogil:
-    """q4_malloc for large tables with random access; free with q4_free_huge(p, n)."""
+    """Zeroed memory for large tables with random access; free with q4_free_huge(p, n)."""
     if _should_fail():
         return NULL
     return q4_huge_alloc(n)

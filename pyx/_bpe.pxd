@@ -53,7 +53,8 @@ cdef union MergeQueue:
 
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
-    PieceCache cache        # all NULL when the tokenizer caches nothing
+    const PieceCache *seed  # the tokenizer's seed, shared and read-only (NULL: no caching)
+    PieceCache cache        # what this worker learned; all NULL when the tokenizer caches nothing
     int32_t short_rank[SHORT_PIECE]  # array method: each pair's rank << POS_BITS | position
     int32_t top_rank        # array method: the highest rank it merged (char atoms' init)
     int32_t *sym            # symbol ids of the piece being merged
@@ -72,7 +73,7 @@ cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const in
 cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
                               const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
-cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil
+cdef int worker_init(Worker *w, const PieceCache *seed, Py_ssize_t learn) noexcept nogil
 cdef void worker_flush(Worker *w) noexcept nogil
 cdef void worker_free(Worker *w) noexcept nogil
 cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,

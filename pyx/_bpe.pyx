@@ -24,7 +24,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
-from qwen4exp._piece_cache cimport PieceCache, cache_init_like, cache_reset, cache_free, cache_store, hash_bytes
+from qwen4exp._piece_cache cimport PieceCache, cache_init_learning, cache_reset, cache_free, cache_store, hash_bytes
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -220,7 +220,7 @@ cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t 
     cdef int rc = -1
     if first_use == NULL:
         return -1
-    if worker_init(&tmp, NULL) == 0:
+    if worker_init(&tmp, NULL, 0) == 0:
         ctx.m = m
         ctx.w = &tmp
         rc = char_atoms_init(&built, tok_bytes, tok_offsets, n_vocab, first_use, merge_plain, &ctx)
@@ -272,12 +272,15 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     m.whole = NULL
 
 
-cdef int worker_init(Worker *w, const PieceCache *seed) noexcept nogil:
-    """A worker whose cache starts as a copy of seed (NULL: no cache)."""
+cdef int worker_init(Worker *w, const PieceCache *seed, Py_ssize_t learn) noexcept nogil:
+    """A worker that reads the shared seed and learns up to `learn` words on
+    its own (seed NULL: no caching)."""
     memset(w, 0, sizeof(Worker))
-    if seed != NULL and cache_init_like(&w.cache, seed) < 0:
-        worker_free(w)
-        return -1
+    if seed != NULL:
+        if cache_init_learning(&w.cache, learn) < 0:
+            worker_free(w)
+            return -1
+        w.seed = seed
     return 0
 
 

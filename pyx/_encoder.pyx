@@ -34,9 +34,9 @@ from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
-                                    LONG_IDS_MAX, SPILL_PER_WORD, POOL_PER_LONG, LONG_SHARE, cache_init,
-                                    cache_free, cache_store, pack_key, key_hash, short_home, short_probe,
-                                    hash_bytes, long_find, long_ids, prefetch_home, q4_pc_prefetch)
+                                    LONG_IDS_MAX, cache_init, cache_free, cache_store, pack_key, key_hash,
+                                    short_home, short_probe, short_find, hash_bytes, long_find, long_ids,
+                                    prefetch_home, q4_pc_prefetch)
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
@@ -59,12 +59,23 @@ cdef enum:
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
 
-cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
-                            const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0, uint64_t *key1,
-                            const void **homes) noexcept nogil:
+cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int32_t *dst) noexcept nogil:
+    """Copy a found short slot's ids to dst (3 at once when inline: dst has
+    room); returns how many there are."""
+    if slot.n <= IDS_INLINE:
+        memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
+    else:
+        memcpy(dst, c.spill + slot.ids[0], <size_t> slot.n * sizeof(int32_t))
+    return slot.n
+
+
+cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uint8_t *s, Py_ssize_t n,
+                            Py_ssize_t pos, const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0,
+                            uint64_t *key1, const void **homes) noexcept nogil:
     """For each piece of a chunk: its key (short: the packed bytes; long: key0 =
-    the hash) and the first cache slot to probe, requested for the first AHEAD
-    pieces. homes[k:k + AHEAD] point at the text: the encode loop requests
+    the hash) and the first slot to probe in the seed sd (homes[2i]) and in
+    the learned cache c (homes[2i + 1]), requested for the first AHEAD pieces.
+    homes[2k:2k + 2 * AHEAD] point at the text: the encode loop requests
     those too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
     cdef uint64_t h
@@ -72,17 +83,20 @@ cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n,
         size = ends[i] - start
         if 2 <= size <= KEY_INLINE:
             pack_key(s + start, size, s + n, &key0[i], &key1[i])
-            homes[i] = short_home(c, key_hash(key0[i], key1[i]))
+            h = key_hash(key0[i], key1[i])
+            homes[2 * i] = short_home(sd, h)
+            homes[2 * i + 1] = short_home(c, h)
         elif KEY_INLINE < size <= LONG_KEY_MAX:
             h = hash_bytes(s + start, size)
             key0[i] = h
-            homes[i] = &c.long_slots[h & c.long_mask]
+            homes[2 * i] = &sd.long_slots[h & sd.long_mask]
+            homes[2 * i + 1] = &c.long_slots[h & c.long_mask]
         else:
-            homes[i] = s + start
+            homes[2 * i] = homes[2 * i + 1] = s + start
         start = ends[i]
-    for i in range(k, k + AHEAD):
+    for i in range(2 * k, 2 * (k + AHEAD)):
         homes[i] = s
-    for i in range(min(k, AHEAD)):
+    for i in range(2 * min(k, AHEAD)):
         q4_pc_prefetch(homes[i])
 
 
@@ -132,7 +146,7 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t cache_words
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
-    cdef PieceCache seed       # what every worker's cache starts from (empty when cache_words is 0)
+    cdef PieceCache seed       # every worker reads it first, none writes it (empty when cache_words is 0)
     cdef readonly Py_ssize_t seed_words
     cdef Worker **pool
     cdef Py_ssize_t pool_len
@@ -147,7 +161,7 @@ cdef class NativeTokenizer:
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_words=32768, *, bint marks=False, bint ignore_merges=False,
+                 Py_ssize_t cache_words=65536, *, bint marks=False, bint ignore_merges=False,
                  int encode_threads=0,
                  self_encoding=None):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
@@ -243,7 +257,7 @@ cdef class NativeTokenizer:
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             return NULL
-        if worker_init(w, &self.seed if self.cache_words > 0 else NULL) < 0:
+        if worker_init(w, &self.seed if self.cache_words > 0 else NULL, self.cache_words) < 0:
             q4_free(w)
             return NULL
         return w
@@ -269,7 +283,7 @@ cdef class NativeTokenizer:
     cdef int build_seed(self, const uint8_t *flags) noexcept nogil:
         """Fill self.seed: every token spelling that is one whole piece (valid
         UTF-8, NFC, pre-tokenized as itself, 2..LONG_KEY_MAX bytes) valued
-        with what merging it gives, sized for cache_words more learned words.
+        with what merging it gives; built once, then only read by every worker.
         A first word is then found by lookup when it is a token, as most are.
         flags (NULL: none): the tokens known to merge back into themselves,
         taken without merging. 0, or -1 if allocation fails."""
@@ -279,7 +293,7 @@ cdef class NativeTokenizer:
         cdef int32_t *cand = <int32_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int32_t))
         cdef int rc = -1
         memset(&ids, 0, sizeof(IdVec))
-        if cand != NULL and ends != NULL and worker_init(&tmp, NULL) == 0:
+        if cand != NULL and ends != NULL and worker_init(&tmp, NULL, 0) == 0:
             rc = self.fill_seed(&tmp, &ids, cand, ends, flags)
             worker_free(&tmp)
         idvec_free(&ids)
@@ -292,7 +306,6 @@ cdef class NativeTokenizer:
         """build_seed's work: merge the candidates into ids (cand: their token
         ids, ends: where each one's ids end), then size and fill the seed."""
         cdef Py_ssize_t t, n, k, m = 0, n_short = 0, n_long = 0, spill = 0, pool = 0
-        cdef Py_ssize_t learn = self.cache_words, learn_long = self.cache_words // LONG_SHARE + 1
         cdef const uint8_t *p
         for t in range(self.n_vocab):
             p = self.token_bytes + self.token_offsets[t]
@@ -319,8 +332,10 @@ cdef class NativeTokenizer:
             elif k <= LONG_IDS_MAX:
                 n_long += 1
                 pool += ((n + 3) & ~3) + 4 * k
-        if cache_init(&self.seed, n_short + learn, n_long + learn_long, spill + SPILL_PER_WORD * learn,
-                      pool + POOL_PER_LONG * learn_long) < 0:
+        # Sized at twice its entries (load <= 1/3 short, 1/4 long): every
+        # learned word is looked for in the seed first, and a sparse table
+        # tells a piece it lacks in about one probe, within the line requested.
+        if cache_init(&self.seed, 2 * n_short + 1, 2 * n_long + 1, spill, pool) < 0:
             return -1
         for k in range(m):
             if k + SEED_AHEAD < m:  # the stores land at random in a large table
@@ -344,12 +359,13 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t ends[CHUNK]
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
-        cdef const void *homes[CHUNK + AHEAD]
+        cdef const void *homes[2 * (CHUNK + AHEAD)]
+        cdef const PieceCache *sd = w.seed
         cdef PieceCache *c = &w.cache
-        cdef bint cached = c.short_slots != NULL
+        cdef bint cached = sd != NULL
         cdef Py_ssize_t pos = 0, start, size, i, k, got
-        cdef ShortSlot *slot
-        cdef LongSlot *ls
+        cdef const ShortSlot *slot
+        cdef const LongSlot *ls
         cdef int32_t *dst
         while pos < n:
             k = piece_ends(s, n, pos, self.letters, ends, CHUNK)
@@ -357,32 +373,46 @@ cdef class NativeTokenizer:
             if idvec_reserve(out, ends[k - 1] - pos + IDS_INLINE) < 0:
                 return RC_NO_MEMORY
             if cached:
-                hash_chunk(c, s, n, pos, ends, k, key0, key1, homes)
+                hash_chunk(sd, c, s, n, pos, ends, k, key0, key1, homes)
             start = pos
             dst = out.data + out.len
             for i in range(k):
                 size = ends[i] - start
                 if cached:
-                    q4_pc_prefetch(homes[i + AHEAD])
+                    q4_pc_prefetch(homes[2 * (i + AHEAD)])
+                    q4_pc_prefetch(homes[2 * (i + AHEAD) + 1])
                 if size == 1:
                     dst[0] = self.model.byte_ids[s[start]]
                     dst += 1
                     start = ends[i]
                     continue
+                # This worker's cache first (small, mostly in L2), then the shared
+                # seed, whose answer the worker then keeps: both slots were
+                # requested ahead.
                 if cached and size <= KEY_INLINE:
-                    slot = short_probe(c, <ShortSlot *> homes[i], key0[i], key1[i])
+                    slot = short_probe(c, <ShortSlot *> homes[2 * i + 1], key0[i], key1[i])
                     if slot.k1 != 0:
-                        if slot.n <= IDS_INLINE:
-                            memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
-                        else:
-                            memcpy(dst, c.spill + slot.ids[0], <size_t> slot.n * sizeof(int32_t))
-                        dst += slot.n
+                        dst += short_ids(c, slot, dst)
+                        start = ends[i]
+                        continue
+                    slot = short_probe(sd, <ShortSlot *> homes[2 * i], key0[i], key1[i])
+                    if slot.k1 != 0:
+                        got = short_ids(sd, slot, dst)
+                        cache_store(c, s + start, size, dst, got)
+                        dst += got
                         start = ends[i]
                         continue
                 elif cached and size <= LONG_KEY_MAX:
                     ls = long_find(c, s + start, size, key0[i])
                     if ls.hash != 0:
                         memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
+                        dst += ls.nids
+                        start = ends[i]
+                        continue
+                    ls = long_find(sd, s + start, size, key0[i])
+                    if ls.hash != 0:
+                        memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
+                        cache_store(c, s + start, size, dst, ls.nids)
                         dst += ls.nids
                         start = ends[i]
                         continue

@@ -3,10 +3,11 @@
 # Two open-addressed tables: pieces of up to KEY_INLINE bytes are keyed by
 # their bytes packed into two words (no stored hash, no byte compare) in
 # 32-byte slots, two per cache line; longer pieces (up to LONG_KEY_MAX) keep
-# a hash in 16-byte slots and their bytes and ids in a pool. A cache starts
-# as a copy of its tokenizer's seed (every token spelling that is one whole
-# piece, valued with what merging it gives), learns the pieces it merges,
-# and goes back to the seed, not empty, when it has learned its limit.
+# a hash in 16-byte slots and their bytes and ids in a pool. The same layout
+# serves two roles: the tokenizer's seed (every token spelling that is one
+# whole piece, valued with what merging it gives), built once and then only
+# read, shared by every worker; and each worker's learned cache (the pieces it
+# merged), which starts empty and is emptied when it has learned its limit.
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memcmp, memset
 
@@ -49,12 +50,11 @@ cdef struct PieceCache:
     Py_ssize_t short_limit  # entries at most before going back to the seed
     Py_ssize_t long_count
     Py_ssize_t long_limit
-    const PieceCache *seed  # what a reset copies (NULL: reset empties)
 
 
 cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
                     Py_ssize_t pool_cap) noexcept nogil
-cdef int cache_init_like(PieceCache *c, const PieceCache *seed) noexcept nogil
+cdef int cache_init_learning(PieceCache *c, Py_ssize_t words) noexcept nogil
 cdef void cache_reset(PieceCache *c) noexcept nogil
 cdef void reset_short(PieceCache *c) noexcept nogil
 cdef void reset_long(PieceCache *c) noexcept nogil

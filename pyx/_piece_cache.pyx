@@ -1,10 +1,10 @@
 # cython: language_level=3
-"""A worker's piece cache (declarations and the inline probes in
-_piece_cache.pxd): allocation, reset to the seed, and storing a merged piece.
+"""Piece caches (declarations and the inline probes in _piece_cache.pxd):
+allocation, emptying, and storing a merged piece.
 
-Full means reset, not evict: going back to the seed costs one copy, keeps
-every vocabulary spelling answered, and keeps the probes free of eviction
-bookkeeping. Tables are allocated on 2 MiB boundaries when large so that
+Full means emptied, not evicted: it costs one clear of a small table, the
+shared seed still answers every vocabulary spelling, and the probes carry
+no eviction bookkeeping. Tables are allocated on 2 MiB boundaries when large so that
 the kernel can back them with huge pages: their probes are random, and with
 4 KiB pages most would also miss the TLB.
 """
@@ -43,17 +43,14 @@ cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit
     c.long_limit = long_limit
     c.spill_cap = spill_cap
     c.pool_cap = pool_cap
-    cache_reset(c)  # seed is NULL: empty
-    return 0
+    return 0  # the tables come zeroed (free slots), untouched until used
 
 
-cdef int cache_init_like(PieceCache *c, const PieceCache *seed) noexcept nogil:
-    """A cache of seed's sizes, starting as a copy of it (and reset to it)."""
-    if cache_init(c, seed.short_limit, seed.long_limit, seed.spill_cap, seed.pool_cap) < 0:
-        return -1
-    c.seed = seed
-    cache_reset(c)
-    return 0
+cdef int cache_init_learning(PieceCache *c, Py_ssize_t words) noexcept nogil:
+    """An empty cache that learns up to `words` short pieces (and half as
+    many long ones) before it is emptied."""
+    cdef Py_ssize_t longs = words // LONG_SHARE + 1
+    return cache_init(c, words, longs, SPILL_PER_WORD * words, POOL_PER_LONG * longs)
 
 
 cdef void cache_reset(PieceCache *c) noexcept nogil:
@@ -62,27 +59,15 @@ cdef void cache_reset(PieceCache *c) noexcept nogil:
 
 
 cdef void reset_short(PieceCache *c) noexcept nogil:
-    """The short table (and its spill) back to the seed: each table is reset
-    on its own when it fills, so a run of long words keeps the short ones."""
-    cdef const PieceCache *s = c.seed
-    if s == NULL:
-        memset(c.short_slots, 0, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
-        c.short_count = c.spill_len = 0
-        return
-    memcpy(c.short_slots, s.short_slots, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
-    memcpy(c.spill, s.spill, <size_t> s.spill_len * sizeof(int32_t))
-    c.short_count, c.spill_len = s.short_count, s.spill_len
+    """Empty the short table (and its spill): each table is emptied on its
+    own when it fills, so a run of long words keeps the short ones."""
+    memset(c.short_slots, 0, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
+    c.short_count = c.spill_len = 0
 
 
 cdef void reset_long(PieceCache *c) noexcept nogil:
-    cdef const PieceCache *s = c.seed
-    if s == NULL:
-        memset(c.long_slots, 0, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
-        c.long_count = c.pool_len = 0
-        return
-    memcpy(c.long_slots, s.long_slots, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
-    memcpy(c.pool, s.pool, <size_t> s.pool_len)
-    c.long_count, c.pool_len = s.long_count, s.pool_len
+    memset(c.long_slots, 0, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
+    c.long_count = c.pool_len = 0
 
 
 cdef void cache_free(PieceCache *c) noexcept nogil:
@@ -93,25 +78,17 @@ cdef void cache_free(PieceCache *c) noexcept nogil:
     memset(c, 0, sizeof(PieceCache))
 
 
-cdef inline Py_ssize_t seed_spill(const PieceCache *c) noexcept nogil:
-    return c.seed.spill_len if c.seed != NULL else 0
-
-
-cdef inline Py_ssize_t seed_pool(const PieceCache *c) noexcept nogil:
-    return c.seed.pool_len if c.seed != NULL else 0
-
-
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil:
     """Remember that piece p[0:n] (2 <= n) is ids[0:k]. When the cache is full,
-    reset it first; a piece that would not fit even then is not stored."""
+    empty it first; a piece that would not fit even then is not stored."""
     cdef uint64_t k0, k1, h
     cdef ShortSlot *s
     cdef LongSlot *l
     cdef Py_ssize_t room, need
     if n <= KEY_INLINE:
         need = k if k > IDS_INLINE else 0
-        if need > c.spill_cap - seed_spill(c):
+        if need > c.spill_cap:
             return
         pack_key(p, n, p + n, &k0, &k1)
         h = key_hash(k0, k1)
@@ -138,7 +115,7 @@ cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32
         return
     room = (n + 3) & ~(<Py_ssize_t> 3)
     need = room + k * <Py_ssize_t> sizeof(int32_t)
-    if need > c.pool_cap - seed_pool(c):
+    if need > c.pool_cap:
         return
     h = hash_bytes(p, n)
     l = long_find(c, p, n, h)

@@ -19,9 +19,6 @@ from .errors import (
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
 from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
-from ._version import package_version as _package_version
-
-__version__ = _package_version()
 
 __all__ = [
     "render_chat",
@@ -45,6 +42,16 @@ __all__ = [
     "Delta",
     "DecodeStream",
 ]
+
+
+def __getattr__(name: str):
+    # __version__ on first use: importlib.metadata costs about 20 ms at import.
+    if name == "__version__":
+        from ._version import package_version
+
+        globals()["__version__"] = version = package_version()
+        return version
+    raise AttributeError(f"module 'qwen4exp' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

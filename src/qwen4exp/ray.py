@@ -23,7 +23,7 @@ import ray.data
 
 from .errors import ChatFormatError, Qwen4ExpError
 from .segments import SegmentBuilder
-from .tokenizer import Tokenizer, _tokenizer_by_name
+from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
 __all__ = ["tokenize_dataset"]
 
@@ -74,7 +74,7 @@ def tokenize_dataset(
     for name, value in (("batch_size", batch_size), ("num_threads", num_threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, not {value!r}")
-    tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, 32768)
+    tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, CACHE_SIZE_DEFAULT)
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
