@@ -8,7 +8,9 @@ the same ranks at build time, fastokens `Tokenizer.from_file`). One thread
 each (RAYON_NUM_THREADS=1, set by peers.py before any Rust tokenizer loads),
 the same NFC corpora, best of `rounds` whole-corpus encodes (wall and process CPU time); fastokens through
 `encode_ordinary` (text only, no added-token matching: what qwen4exp's encode
-does). Parity of both against HF tokenizers is checked document by document
+does). Then warm on fresh documents as report.py measures it (a new object
+warmed on every fourth document, timed on the others), `rounds` times, best
+of. Parity of both against HF tokenizers is checked document by document
 first, and a peer that differs is reported as such.
 """
 
@@ -21,6 +23,7 @@ import time
 
 import peers  # noqa: F401  (pins the Rust thread pools to BENCH_THREADS, default 1)
 import common
+import report
 
 from _qwen36_reference import reference_json
 
@@ -45,17 +48,21 @@ def load(rounds: int):
         raw = json.load(f)
     raw["added_tokens"] = []
     hf = Tokenizer.from_str(json.dumps(raw))
+    builders = {
+        "qwen4exp": lambda: qwen4exp.Tokenizer("qwen3.6").encode,
+        "fastokens": lambda: (lambda s, t=fastokens.Tokenizer.from_file(path): t.encode_ordinary(s).ids),
+    }
     return {
         "qwen4exp": (ours.encode, t_ours),
         "fastokens": (lambda s: fast.encode_ordinary(s).ids, t_fast),
-    }, (lambda s: hf.encode(s, add_special_tokens=False).ids)
+    }, (lambda s: hf.encode(s, add_special_tokens=False).ids), builders
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
-    tokenizers, reference = load(args.rounds)
+    tokenizers, reference, builders = load(args.rounds)
     print(f"load: " + ", ".join(f"{n} {t * 1000:.0f} ms" for n, (_, t) in tokenizers.items()))
     for name, (encode, _) in tokenizers.items():
         bad = common.documents_parity(encode, reference)
@@ -76,6 +83,19 @@ def main(argv=None) -> int:
         for clock in ("wall", "cpu"):
             ours, theirs = rates["qwen4exp", clock], rates["fastokens", clock]
             print(f"| {corpus} ({mb:.1f} MB) | {clock} | {ours:.1f} MB/s | {theirs:.1f} MB/s | {ours / theirs:.2f}x |")
+    print("\n| corpus | warm, fresh documents | qwen4exp | fastokens | qwen4exp / fastokens |\n| --- | --- | ---: | ---: | ---: |")
+    for corpus in common.THROUGHPUT_CORPORA:
+        warm, docs = report.split_documents(corpus)
+        mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
+        rates = {}
+        for _ in range(args.rounds):
+            for name, build in builders.items():
+                encode = build()
+                for d in warm:
+                    encode(d)
+                rates[name] = max(rates.get(name, 0.0), mb / report.time_documents(encode, docs))
+        ours, theirs = rates["qwen4exp"], rates["fastokens"]
+        print(f"| {corpus} ({mb:.1f} MB) | wall | {ours:.1f} MB/s | {theirs:.1f} MB/s | {ours / theirs:.2f}x |")
     return 0
 
 

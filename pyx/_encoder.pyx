@@ -427,17 +427,14 @@ cdef class NativeTokenizer:
         return RC_OK
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
-        """DATA: NFC (skipped when the quick check says the text already is), pre-tokenize, BPE."""
+        """DATA: NFC (one pass that copies nothing when the text already is), pre-tokenize, BPE."""
         cdef unsigned char *normal = NULL
-        cdef Py_ssize_t m
+        cdef Py_ssize_t m = utf8_nfc(s, n, &normal)
         cdef int rc
-        if utf8_is_nfc(s, n):
-            return self.encode_pieces(w, s, n, out)
-        m = utf8_nfc(s, n, &normal)
         if m < 0:
             return RC_NO_MEMORY
         if normal == NULL:
-            return self.encode_pieces(w, s, n, out)  # it was NFC after all
+            return self.encode_pieces(w, s, n, out)
         rc = self.encode_pieces(w, normal, m, out)
         q4_free(normal)
         return rc
@@ -509,17 +506,13 @@ cdef class NativeTokenizer:
         cdef unsigned char *normal = NULL
         cdef Stream *streams = NULL
         cdef int64_t *bounds = NULL
-        cdef bint nfc
         cdef list out
         with nogil:
-            nfc = utf8_is_nfc(s, n)
-        if not nfc:
-            with nogil:
-                m = utf8_nfc(s, n, &normal)
-            if m < 0:
-                raise MemoryError("out of memory while normalizing")
-            if normal != NULL:
-                s, n = normal, m
+            m = utf8_nfc(s, n, &normal)
+        if m < 0:
+            raise MemoryError("out of memory while normalizing")
+        if normal != NULL:
+            s, n = normal, m
         try:
             count = max(2, min(4 * self.encode_threads, n // SPLIT_PART))
             bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))

@@ -61,6 +61,64 @@ cdef inline Py_ssize_t _skip_below_0300(const unsigned char *s, Py_ssize_t i,
     return i
 
 
+# Characters that are QC=Yes starters ("stable": nothing before them reorders
+# or composes with them) from U+0300 on, for skipping runs of them without a
+# record look-up: one bit per code point below U+0800 (two-byte UTF-8), one
+# per 64-code-point block above (three-byte UTF-8: the first two bytes name
+# the block), set when the whole block is stable (CJK, Hangul syllables,
+# kana...). Filled once from the reference's records when the module loads.
+cdef uint8_t _stable2[256]    # 0x800 bits
+cdef uint8_t _stable3[128]    # 0x10000 / 64 bits
+
+
+cdef void _fill_stable() noexcept nogil:
+    cdef uint32_t cp, block
+    cdef const q4_nf_rec *rec
+    cdef bint whole
+    memset(_stable2, 0, sizeof(_stable2))
+    memset(_stable3, 0, sizeof(_stable3))
+    for cp in range(0x800):
+        rec = q4_nf_rec_of(cp)
+        if (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0:
+            _stable2[cp >> 3] |= <uint8_t> (1 << (cp & 7))
+    for block in range(0x800 >> 6, 0x10000 >> 6):
+        whole = True
+        for cp in range(block << 6, (block + 1) << 6):
+            rec = q4_nf_rec_of(cp)
+            if 0xD800 <= cp <= 0xDFFF or (rec.flags & Q4_NF_QC_MASK) != 0 or rec.ccc != 0:
+                whole = False
+                break
+        if whole:
+            _stable3[block >> 3] |= <uint8_t> (1 << (block & 7))
+
+
+_fill_stable()
+
+
+cdef inline Py_ssize_t _skip_stable(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """First index >= i that does not start a stable character known from the
+    tables (or n): runs below U+0300 a word at a time, then two- and
+    three-byte characters by their bits."""
+    cdef uint32_t b, key
+    while True:
+        i = _skip_below_0300(s, i, n)
+        if i >= n:
+            return n
+        b = s[i]
+        if b < 0xE0:
+            key = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+            if not (_stable2[key >> 3] >> (key & 7)) & 1:
+                return i
+            i += 2
+        elif b < 0xF0:
+            key = ((b & 0x0F) << 6) | (s[i + 1] & 0x3F)  # the code point's 64-block
+            if not (_stable3[key >> 3] >> (key & 7)) & 1:
+                return i
+            i += 3
+        else:
+            return i
+
+
 cdef inline uint32_t _decode(const unsigned char *s, Py_ssize_t *pos) noexcept nogil:
     """The code point at s[pos[0]] (valid UTF-8); advances pos[0] past it."""
     cdef Py_ssize_t i = pos[0]
@@ -105,7 +163,7 @@ cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil:
     cdef uint8_t last_ccc = 0
     cdef const q4_nf_rec *rec
     while True:
-        j = _skip_below_0300(s, i, n)
+        j = _skip_stable(s, i, n)
         if j != i:
             last_ccc = 0
             i = j
@@ -314,13 +372,15 @@ cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **o
 
     memset(&w, 0, sizeof(w))
     while ok:
-        j = _skip_below_0300(s, i, n)
+        j = _skip_stable(s, i, n)
         if j != i:
             # s[i:j] is all QC=Yes starters: the current segment ends at i,
             # and the last of them starts the next one.
             if not clean:
                 ok = _flush(&w, s, &emitted, seg, i)
-            seg = j - 1 if s[j - 1] < 0x80 else j - 2
+            seg = j - 1
+            while (s[seg] & 0xC0) == 0x80:
+                seg -= 1
             clean = True
             last_ccc = 0
             i = j

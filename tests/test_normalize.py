@@ -115,6 +115,21 @@ def test_every_scalar_value(ref, hf):
     assert hf(want["\U0001d160"]) == nfc("\U0001d160") == "\U0001d158\U0001d165\U0001d16e"
 
 
+@pytest.mark.parametrize("follower", ["", "a", "\u0301", "\u0316\u0301", "\u11a8", "\u1161", "\u3099", "\u0cd5"])
+def test_every_bmp_scalar_in_runs(hf, follower):
+    """Runs of characters with what may combine with them after each: checks
+    the tables that let the scan skip stable characters (two-byte ones by
+    code point, three-byte ones by 64-character block) in context, where a
+    skipped character must still be composed with what follows it."""
+    chars = [chr(c) for c in range(0x300, 0x10000) if not 0xD800 <= c < 0xE000]
+    for k in range(0, len(chars), 4096):
+        text = "".join(c + follower for c in chars[k:k + 4096])
+        want = hf(text)
+        assert nfc(text) == want, f"block from U+{ord(chars[k]):04X}"
+        if is_nfc(text):
+            assert want == text, f"block from U+{ord(chars[k]):04X}"
+
+
 def test_every_decomposition_recomposes(ref, hf):
     decomposed = [d for ch, d in ref["nfd"].items() if d != ch]
     assert len(decomposed) > 13000
