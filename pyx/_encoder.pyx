@@ -59,6 +59,14 @@ cdef enum:
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
 
 
+cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef uint8_t acc = 0
+    for i in range(n):
+        acc |= p[i]
+    return acc < 0x80
+
+
 cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int32_t *dst) noexcept nogil:
     """Copy a found short slot's ids to dst (3 at once when inline: dst has
     room); returns how many there are."""
@@ -310,8 +318,11 @@ cdef class NativeTokenizer:
         for t in range(self.n_vocab):
             p = self.token_bytes + self.token_offsets[t]
             n = self.token_offsets[t + 1] - self.token_offsets[t]
-            if (n < 2 or n > LONG_KEY_MAX or utf8_invalid_at(p, n) >= 0 or not utf8_is_nfc(p, n)
-                    or piece_end(p, n, 0, self.letters) != n):
+            if n < 2 or n > LONG_KEY_MAX:
+                continue
+            if not is_ascii(p, n) and (utf8_invalid_at(p, n) >= 0 or not utf8_is_nfc(p, n)):
+                continue  # (ASCII is valid UTF-8 and NFC)
+            if piece_end(p, n, 0, self.letters) != n:
                 continue
             if idvec_reserve(ids, n) < 0:
                 return -1

@@ -306,7 +306,7 @@ def check_compiled(arrays) -> None:
         and len(ao) == len(ai) + 1 and ao[0] == 0 and ao[-1] == len(ab)
         and bool(np.all(np.diff(ao) >= 1))
         and (ai.size == 0 or (int(ai.min()) >= n and int(ai.max()) < ID_LIMIT))
-        and len(np.unique(ai)) == len(ai)
+        and len(set(ai.tolist())) == len(ai)  # not np.unique: it imports numpy.ma (10 ms at load)
         and arrays["marks"].shape == arrays["ignore_merges"].shape == (1,)
         and ("self_encoding" not in arrays
              or (arrays["self_encoding"].dtype == np.uint8 and arrays["self_encoding"].shape == (n,)))
