@@ -14,23 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
+from _both_vocabularies import hf_plain, tok, vocab  # noqa: F401  (fixtures: both vocabularies)
 from _hf_reference import byte_decoder
 
 
 
-@pytest.fixture(scope="module", params=["qwen3", "qwen3.6"])
-def vocab(request):
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def tok(tok, vocab, request):
-    return request.getfixturevalue("tok36") if vocab == "qwen3.6" else tok
-
-
-@pytest.fixture(scope="module")
-def hf_plain(hf_plain, vocab, request):
-    return request.getfixturevalue("hf_plain36") if vocab == "qwen3.6" else hf_plain
 
 
 SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
