@@ -197,3 +197,22 @@ def test_encode_threads_option(hf_plain, vocab):
     for bad in (0, -1, True, 1.5, "2"):
         with pytest.raises(ValueError, match="encode_threads"):
             qwen4exp.Tokenizer(vocab, encode_threads=bad)
+
+
+def test_result_lists_own_their_items(tok):
+    """Lists joined from a split text's parts (items made as parts finish, then
+    copied in) and batch results hold exactly one reference per occurrence to
+    each shared int object, and every refcount is back once they go."""
+    import gc
+    import sys
+
+    docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 600][:40]
+    probe = tok.encode("def return self the , (")
+    base = [sys.getrefcount(x) for x in probe]
+    for _ in range(2):
+        lists = tok.encode_batch(docs, num_threads=2) + [tok.encode(docs[0] * 3), tok.encode(docs[1])]
+        now = [sys.getrefcount(x) for x in probe]
+        assert [a - b for a, b in zip(now, base)] == [sum(ids.count(x) for ids in lists) for x in probe]
+        del lists
+        gc.collect()
+        assert [sys.getrefcount(x) for x in probe] == base
