@@ -847,13 +847,18 @@ cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
 
 cdef bint prepare_items(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
     """encode_parts' convert callback: the part's int objects, new references
-    in st.items (st.ids keeps its length), joined into one list after."""
+    in st.items, joined into one list after. The ids themselves are freed at
+    once (st.ids keeps only its length), so that a huge text does not hold
+    both forms of every part."""
     if st.rc == RC_NO_MEMORY:
         return True
     st.items = <void **> q4_malloc(<size_t> max(st.ids.len, 1) * sizeof(PyObject *))
     if st.items == NULL:
         return True
     fill_items(<PyObject **> st.items, &st.ids, (<NativeTokenizer> ctx)._id_objects)
+    q4_free(st.ids.data)
+    st.ids.data = NULL
+    st.ids.cap = 0
     return False
 
 
