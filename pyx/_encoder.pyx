@@ -10,10 +10,8 @@ is taken from the pool under the GIL and given back after, so threads that
 share one tokenizer never share mutable state.
 """
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.long cimport PyLong_FromLong
-from cpython.ref cimport Py_INCREF, PyObject
-from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.list cimport PyList_New
+from cpython.ref cimport PyObject
 
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:
@@ -43,7 +41,10 @@ from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTR
 from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
 from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end, piece_ends
-from qwen4exp._unicode cimport Q4_L, Q4_M, Q4_N, q4_cclass
+from qwen4exp._parts cimport split_points
+from qwen4exp._unicode cimport Q4_L, Q4_M
+from qwen4exp._pylist cimport idvec_to_list, fill_items
+from qwen4exp._pylist import shared_id_objects
 
 cnp.import_array()
 
@@ -53,7 +54,6 @@ cdef enum:
     SPLIT_MIN = 512         # encode(): texts from this many UTF-8 bytes are split across threads
                             # (tuned on fresh documents: 256-1024 alike, 2048 and up slower)
     SPLIT_PART = 2048       # into parts of at least this many bytes, up to 4 per thread (balance)
-    SPLIT_SCAN = 1 << 16    # how far past a target a part boundary is looked for
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
     SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
@@ -106,24 +106,6 @@ cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uin
         homes[i] = s
     for i in range(2 * min(k, AHEAD)):
         q4_pc_prefetch(homes[i])
-
-
-_ID_OBJECTS = ()
-
-
-def shared_id_objects(Py_ssize_t n):
-    """A tuple of the ints 0..n-1 (or more), the same objects for every
-    tokenizer of the process: a list of ids is built by taking a reference
-    to each, a write to each int's refcount, so the ints should lie close
-    together. Made once, early, they do; made again later in a heap
-    fragmented by millions of freed objects, they scatter, and building
-    lists measured 30% slower. A larger vocabulary extends the tuple,
-    keeping the ints already made."""
-    global _ID_OBJECTS
-    cdef Py_ssize_t have = len(_ID_OBJECTS)
-    if have < n:
-        _ID_OBJECTS = _ID_OBJECTS + tuple(range(have, n))
-    return _ID_OBJECTS
 
 
 def _cpu_count():
@@ -862,73 +844,6 @@ cdef bint prepare_items(void *ctx, Stream *st, list results, Py_ssize_t k) excep
     return False
 
 
-cdef inline uint32_t char_at(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
-    """Code point of the (valid UTF-8) character starting at s[p]; 0 past n."""
-    cdef uint8_t b
-    if p >= n:
-        return 0
-    b = s[p]
-    if b < 0x80:
-        return b
-    if b < 0xE0:
-        return ((b & 0x1F) << 6) | (s[p + 1] & 0x3F)
-    if b < 0xF0:
-        return ((b & 0x0F) << 12) | ((s[p + 1] & 0x3F) << 6) | (s[p + 2] & 0x3F)
-    return ((b & 0x07) << 18) | ((s[p + 1] & 0x3F) << 12) | ((s[p + 2] & 0x3F) << 6) | (s[p + 3] & 0x3F)
-
-
-cdef inline uint32_t char_before(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
-    """Code point of the character that ends just before s[p] (p > 0)."""
-    cdef Py_ssize_t q = p - 1
-    while q > 0 and p - q < 4 and (s[q] & 0xC0) == 0x80:
-        q -= 1
-    return char_at(s, q, n)
-
-
-cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, Py_ssize_t n,
-                                  unsigned char letters) noexcept nogil:
-    """Whether a part may start at s[p] (0 < p < n, a character start): a
-    letter (of the pattern's letter runs) ends before it and it is neither a
-    letter nor a mark nor a digit, or it is a letter after a line end. No
-    piece of either pattern holds a letter followed by a non-letter (letter
-    runs and contractions end in letters, the other alternatives hold none),
-    nor a CR/LF followed by a letter; the character at p is a starter, so
-    the cut is also a stable NFC boundary."""
-    cdef uint32_t here = char_at(s, p, n), before
-    cdef unsigned char cls = q4_cclass(here)
-    if cls & Q4_L:
-        return s[p - 1] == c'\n'
-    if cls & (Q4_M | Q4_N):
-        return False
-    before = char_before(s, p, n)
-    return (q4_cclass(before) & letters) != 0
-
-
-cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, unsigned char letters,
-                             int64_t *bounds) noexcept nogil:
-    """Fill bounds[0..k] with 0 < ... < n part boundaries (see encode_parts):
-    for each of count - 1 evenly spaced targets, the first is_part_boundary
-    within SPLIT_SCAN bytes after it, if any. Returns k, the number of parts
-    (1 when no boundary is found)."""
-    cdef Py_ssize_t k = 0, i, target, p, stop
-    bounds[0] = 0
-    for i in range(1, count):
-        target = n * i // count
-        if target <= bounds[k]:
-            continue
-        stop = min(n, target + SPLIT_SCAN)
-        p = target
-        while p < stop:
-            if (s[p] & 0xC0) != 0x80 and is_part_boundary(s, p, n, letters):
-                k += 1
-                bounds[k] = p
-                break
-            p += 1
-    k += 1
-    bounds[k] = n
-    return k
-
-
 cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
     """The scheduler's convert callback for encode_batch: a list of ints."""
     if st.rc == RC_NO_MEMORY:
@@ -950,61 +865,6 @@ cdef bint convert_array(void *ctx, Stream *st, list results, Py_ssize_t k) excep
 cdef tuple fault_tuple(int rc, GeoError *geo):
     """(Fault, GeoCode or 0, segment, offset): what qwen4exp.tokenizer.fault_error reads."""
     return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
-
-
-cdef extern from *:
-    """
-    #define q4_prefetch_write(p) __builtin_prefetch((p), 1, 3)
-    #define q4_prefetch_read(p) __builtin_prefetch((p), 0, 3)
-    """
-    void q4_prefetch_write(const void *p) nogil
-    void q4_prefetch_read(const void *p) nogil
-
-
-cdef enum:
-    ITEM_AHEAD = 16         # idvec_to_list: tuple slots requested this many ids ahead
-    OBJECT_AHEAD = 8        # and int objects (whose refcount is written) this many
-
-
-cdef list idvec_to_list(IdVec *v, tuple id_objects):
-    """Python list of the ids (see fill_list)."""
-    cdef list out = PyList_New(v.len)
-    fill_list(out, 0, v, id_objects)
-    return out
-
-
-cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
-    """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
-    slots): fill_items on the list's item array."""
-    fill_items(&(<PyListObject *> out).ob_item[at], v, id_objects)
-
-
-cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects):
-    """Store v's ids as new references to int objects in dst[0:v.len], sharing
-    one int object per id (no allocation per item). Each item
-    costs a write to its int's refcount, scattered over the vocabulary's int
-    objects: the tuple slot and then the object are requested ahead, so that
-    the writes do not wait on memory in turn."""
-    cdef Py_ssize_t k, n = v.len, limit = len(id_objects)
-    cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
-    cdef const int32_t *ids = v.data
-    cdef PyObject *item
-    cdef object fresh
-    cdef int32_t t
-    for k in range(n):
-        if k + ITEM_AHEAD < n and <uint32_t> ids[k + ITEM_AHEAD] < <uint32_t> limit:
-            q4_prefetch_read(&items[ids[k + ITEM_AHEAD]])
-        if k + OBJECT_AHEAD < n and <uint32_t> ids[k + OBJECT_AHEAD] < <uint32_t> limit:
-            q4_prefetch_write(items[ids[k + OBJECT_AHEAD]])
-        t = ids[k]
-        if <uint32_t> t < <uint32_t> limit:
-            item = items[t]
-            Py_INCREF(<object> item)
-        else:
-            fresh = PyLong_FromLong(t)
-            Py_INCREF(fresh)
-            item = <PyObject *> fresh
-        dst[k] = item  # the reference taken above
 
 
 cdef object idvec_to_array(IdVec *v):
