@@ -24,7 +24,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
-from qwen4exp._piece_cache cimport PieceCache, cache_init_learning, cache_reset, cache_free, cache_store, hash_bytes
+from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
+                                    cache_store, hash_bytes)
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -628,12 +629,19 @@ cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssi
                           int32_t *dst) noexcept nogil:
     """Write the BPE ids of the n >= 1 bytes at p to dst (room for n ids) and
     return how many; -1 if an allocation failed. No cache is involved."""
+    return merge_piece(m, w, p, n, dst, True)
+
+
+cdef Py_ssize_t merge_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                            int32_t *dst, bint maybe_token) noexcept nogil:
+    """bpe_merge; maybe_token False when p is known not to be a token (the
+    seed would have answered it), which skips ignore_merges' look-up."""
     cdef Py_ssize_t j, k
     cdef int32_t t
     if n == 1:
         dst[0] = m.byte_ids[p[0]]
         return 1
-    if m.whole != NULL and n <= m.whole_max:
+    if maybe_token and m.whole != NULL and n <= m.whole_max:
         t = whole_token(m, p, n, hash_bytes(p, n))
         if t >= 0:
             dst[0] = t
@@ -677,8 +685,10 @@ cdef Py_ssize_t merge_symbols(const BpeModel *m, Worker *w, Py_ssize_t k, Py_ssi
 
 cdef Py_ssize_t bpe_miss(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                          int32_t *dst) noexcept nogil:
-    """bpe_merge for a piece the cache did not answer, then remember it."""
-    cdef Py_ssize_t k = bpe_merge(m, w, p, n, dst)
+    """bpe_merge for a piece the caches did not answer, then remember it. With
+    a seed, a piece it could hold (up to LONG_KEY_MAX bytes) that it lacks
+    is no token: every token spelling that is one NFC piece is in it."""
+    cdef Py_ssize_t k = merge_piece(m, w, p, n, dst, w.seed == NULL or n > LONG_KEY_MAX)
     if k > 0 and n >= 2 and w.cache.short_slots != NULL:
         cache_store(&w.cache, p, n, dst, k)
     return k
