@@ -14,12 +14,10 @@ from cpython.list cimport PyList_New
 from cpython.ref cimport PyObject
 
 cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject *ob_item[1]
     ctypedef struct PyListObject:
         PyObject **ob_item
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 cimport numpy as cnp
 import os
@@ -33,7 +31,7 @@ from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_m
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, cache_init, cache_free, cache_store, pack_key, key_hash,
-                                    short_home, short_probe, short_find, hash_bytes, long_find, long_ids,
+                                    short_home, short_probe, hash_bytes, long_find, long_ids,
                                     prefetch_home, q4_pc_prefetch)
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
@@ -82,7 +80,7 @@ cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uin
                             uint64_t *key1, const void **homes) noexcept nogil:
     """For each piece of a chunk: its key (short: the packed bytes; long: key0 =
     the hash) and the first slot to probe in the seed sd (homes[2i]) and in
-    the learned cache c (homes[2i + 1]), requested for the first AHEAD pieces.
+    the worker's own cache c (homes[2i + 1]), requested for the first AHEAD pieces.
     homes[2k:2k + 2 * AHEAD] point at the text: the encode loop requests
     those too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
@@ -326,8 +324,9 @@ cdef class NativeTokenizer:
                 n_long += 1
                 pool += ((n + 3) & ~3) + 4 * k
         # Sized at twice its entries (load <= 1/3 short, 1/4 long): every
-        # learned word is looked for in the seed first, and a sparse table
-        # tells a piece it lacks in about one probe, within the line requested.
+        # piece a worker's own cache lacks is looked for in the seed, and a
+        # sparse table tells a piece it lacks in about one probe, within the
+        # line requested.
         if cache_init(&self.seed, 2 * n_short + 1, 2 * n_long + 1, spill, pool) < 0:
             return -1
         for k in range(m):
@@ -493,7 +492,8 @@ cdef class NativeTokenizer:
         is both a piece boundary and a stable NFC boundary. The pre-tokenizer
         decides a piece from where it starts, and BPE works piece by piece,
         so the parts' ids joined are the text's ids; each part of an NFC text
-        cut before a starter is NFC itself (docs/ARCHITECTURE.md, Long texts)."""
+        cut before a starter is NFC itself (docs/ARCHITECTURE.md, "Texts
+        across threads")."""
         cdef Py_ssize_t n, m, k, count, total, at
         cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
         cdef unsigned char *normal = NULL

@@ -3,51 +3,29 @@
 piece boundaries of either Qwen pattern and stable NFC boundaries, so that
 the parts' ids joined are the text's ids (tests/test_parts.py checks every
 cut against the reference pre-tokenizer)."""
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, uint8_t
 
-from qwen4exp._unicode cimport Q4_L, Q4_M, Q4_N, q4_cclass
-
-
-cdef inline uint32_t char_at(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
-    """Code point of the (valid UTF-8) character starting at s[p]; 0 past n."""
-    cdef uint8_t b
-    if p >= n:
-        return 0
-    b = s[p]
-    if b < 0x80:
-        return b
-    if b < 0xE0:
-        return ((b & 0x1F) << 6) | (s[p + 1] & 0x3F)
-    if b < 0xF0:
-        return ((b & 0x0F) << 12) | ((s[p + 1] & 0x3F) << 6) | (s[p + 2] & 0x3F)
-    return ((b & 0x07) << 18) | ((s[p + 1] & 0x3F) << 12) | ((s[p + 2] & 0x3F) << 6) | (s[p + 3] & 0x3F)
+from qwen4exp._pretokenize cimport class_at
+from qwen4exp._unicode cimport Q4_L, Q4_M, Q4_N
 
 
-cdef inline uint32_t char_before(const uint8_t *s, Py_ssize_t p, Py_ssize_t n) noexcept nogil:
-    """Code point of the character that ends just before s[p] (p > 0)."""
-    cdef Py_ssize_t q = p - 1
-    while q > 0 and p - q < 4 and (s[q] & 0xC0) == 0x80:
-        q -= 1
-    return char_at(s, q, n)
-
-
-cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, Py_ssize_t n,
-                                  unsigned char letters) noexcept nogil:
-    """Whether a part may start at s[p] (0 < p < n, a character start): a
-    letter (of the pattern's letter runs) ends before it and it is neither a
-    letter nor a mark nor a digit, or it is a letter after a line end. No
-    piece of either pattern holds a letter followed by a non-letter (letter
-    runs and contractions end in letters, the other alternatives hold none),
-    nor a CR/LF followed by a letter; the character at p is a starter, so
-    the cut is also a stable NFC boundary."""
-    cdef uint32_t here = char_at(s, p, n), before
-    cdef unsigned char cls = q4_cclass(here)
+cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, unsigned char letters) noexcept nogil:
+    """Whether a part may start at s[p] (0 < p, a character start): a letter
+    (of the pattern's letter runs) ends before it and it is neither a letter
+    nor a mark nor a digit, or it is a letter after a line end. No piece of
+    either pattern holds a letter followed by a non-letter (letter runs and
+    contractions end in letters, the other alternatives hold none), nor a
+    CR/LF followed by a letter; the character at p is a starter, so the cut
+    is also a stable NFC boundary."""
+    cdef Py_ssize_t nxt, q = p - 1
+    cdef unsigned char cls = class_at(s, p, &nxt)
     if cls & Q4_L:
         return s[p - 1] == c'\n'
     if cls & (Q4_M | Q4_N):
         return False
-    before = char_before(s, p, n)
-    return (q4_cclass(before) & letters) != 0
+    while q > 0 and (s[q] & 0xC0) == 0x80:  # back to the start of the character before
+        q -= 1
+    return (class_at(s, q, &nxt) & letters) != 0
 
 
 cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, unsigned char letters,
@@ -65,7 +43,7 @@ cdef Py_ssize_t split_points(const uint8_t *s, Py_ssize_t n, Py_ssize_t count, u
         stop = min(n, target + SPLIT_SCAN)
         p = target
         while p < stop:
-            if (s[p] & 0xC0) != 0x80 and is_part_boundary(s, p, n, letters):
+            if (s[p] & 0xC0) != 0x80 and is_part_boundary(s, p, letters):
                 k += 1
                 bounds[k] = p
                 break

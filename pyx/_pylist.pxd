@@ -3,5 +3,4 @@ from cpython.ref cimport PyObject
 from qwen4exp._idvec cimport IdVec
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects)
-cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects)
 cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects)

@@ -30,16 +30,10 @@ cdef enum:
 
 
 cdef list idvec_to_list(IdVec *v, tuple id_objects):
-    """Python list of the ids (see fill_list)."""
+    """Python list of the ids (fill_items on the new list's empty slots)."""
     cdef list out = PyList_New(v.len)
-    fill_list(out, 0, v, id_objects)
+    fill_items(&(<PyListObject *> out).ob_item[0], v, id_objects)
     return out
-
-
-cdef void fill_list(list out, Py_ssize_t at, IdVec *v, tuple id_objects):
-    """Store v's ids as int objects at out[at:at + v.len] (a new list's empty
-    slots): fill_items on the list's item array."""
-    fill_items(&(<PyListObject *> out).ob_item[at], v, id_objects)
 
 
 cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects):
