@@ -30,7 +30,7 @@ from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
-                                    LONG_IDS_MAX, cache_init, cache_free, cache_store, pack_key, key_hash,
+                                    LONG_IDS_MAX, cache_init, cache_free, cache_store, store_short, pack_key, key_hash,
                                     short_home, short_probe, hash_bytes, long_find, long_ids,
                                     prefetch_home, q4_pc_prefetch)
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
@@ -390,7 +390,7 @@ cdef class NativeTokenizer:
                     slot = short_probe(sd, <ShortSlot *> homes[2 * i], key0[i], key1[i])
                     if slot.k1 != 0:
                         got = short_ids(sd, slot, dst)
-                        cache_store(c, s + start, size, dst, got)
+                        store_short(c, key0[i], key1[i], key_hash(key0[i], key1[i]), dst, got)
                         dst += got
                         start = ends[i]
                         continue

@@ -59,6 +59,8 @@ cdef void cache_reset(PieceCache *c) noexcept nogil
 cdef void reset_short(PieceCache *c) noexcept nogil
 cdef void reset_long(PieceCache *c) noexcept nogil
 cdef void cache_free(PieceCache *c) noexcept nogil
+cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const int32_t *ids,
+                      Py_ssize_t k) noexcept nogil
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil
 

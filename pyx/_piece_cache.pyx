@@ -78,38 +78,43 @@ cdef void cache_free(PieceCache *c) noexcept nogil:
     memset(c, 0, sizeof(PieceCache))
 
 
+cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const int32_t *ids,
+                      Py_ssize_t k) noexcept nogil:
+    """cache_store for a short piece already keyed (k0, k1) and hashed (h)."""
+    cdef ShortSlot *s
+    cdef Py_ssize_t need = k if k > IDS_INLINE else 0
+    if need > c.spill_cap:
+        return
+    s = short_find(c, k0, k1, h)
+    if s.k1 != 0:
+        return
+    if c.short_count >= c.short_limit or c.spill_len + need > c.spill_cap:
+        reset_short(c)
+        s = short_find(c, k0, k1, h)
+        if s.k1 != 0:
+            return
+    s.k0 = k0
+    s.k1 = k1
+    s.n = <int32_t> k
+    if need:
+        s.ids[0] = <int32_t> c.spill_len
+        memcpy(c.spill + c.spill_len, ids, <size_t> k * sizeof(int32_t))
+        c.spill_len += k
+    else:
+        memcpy(s.ids, ids, <size_t> k * sizeof(int32_t))
+    c.short_count += 1
+
+
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil:
     """Remember that piece p[0:n] (2 <= n) is ids[0:k]. When the cache is full,
     empty it first; a piece that would not fit even then is not stored."""
     cdef uint64_t k0, k1, h
-    cdef ShortSlot *s
     cdef LongSlot *l
     cdef Py_ssize_t room, need
     if n <= KEY_INLINE:
-        need = k if k > IDS_INLINE else 0
-        if need > c.spill_cap:
-            return
         pack_key(p, n, p + n, &k0, &k1)
-        h = key_hash(k0, k1)
-        s = short_find(c, k0, k1, h)
-        if s.k1 != 0:
-            return
-        if c.short_count >= c.short_limit or c.spill_len + need > c.spill_cap:
-            reset_short(c)
-            s = short_find(c, k0, k1, h)
-            if s.k1 != 0:
-                return
-        s.k0 = k0
-        s.k1 = k1
-        s.n = <int32_t> k
-        if need:
-            s.ids[0] = <int32_t> c.spill_len
-            memcpy(c.spill + c.spill_len, ids, <size_t> k * sizeof(int32_t))
-            c.spill_len += k
-        else:
-            memcpy(s.ids, ids, <size_t> k * sizeof(int32_t))
-        c.short_count += 1
+        store_short(c, k0, k1, key_hash(k0, k1), ids, k)
         return
     if n > LONG_KEY_MAX or k > LONG_IDS_MAX:
         return
