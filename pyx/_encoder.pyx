@@ -41,8 +41,8 @@ from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
 from qwen4exp._pretokenize cimport piece_end, piece_ends
 from qwen4exp._parts cimport split_points
 from qwen4exp._unicode cimport Q4_L, Q4_M
-from qwen4exp._pylist cimport idvec_to_list, fill_items
-from qwen4exp._pylist import shared_id_objects
+from qwen4exp._pylist cimport IdInts, idvec_to_list, fill_items
+from qwen4exp._pylist import shared_id_ints
 
 cnp.import_array()
 
@@ -55,6 +55,7 @@ cdef enum:
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
     SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
     AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
+    LEAD = 8                # and its seed slot this many, unless its cache line already holds it
 
 
 cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
@@ -75,12 +76,19 @@ cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int
     return slot.n
 
 
+cdef ShortSlot NO_LOOKUP[2]  # home of pieces with no cache look-up: a key no piece has
+NO_LOOKUP[0].k1 = NO_LOOKUP[1].k1 = ~(<uint64_t> 0)
+
+
 cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uint8_t *s, Py_ssize_t n,
                             Py_ssize_t pos, const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0,
                             uint64_t *key1, const void **homes) noexcept nogil:
-    """For each piece of a chunk: its key (short: the packed bytes; long: key0 =
-    the hash) and the first slot to probe in the seed sd (homes[2i]) and in
-    the worker's own cache c (homes[2i + 1]), requested for the first AHEAD pieces.
+    """For each piece of a chunk: its key and the first slot to probe in the
+    seed sd (homes[2i]) and in the worker's own cache c (homes[2i + 1]).
+    Short pieces: the packed bytes (key1's top byte is the length); long ones:
+    key0 = the hash, key1 = 0; the others (one byte, or too long to cache)
+    have the key of NO_LOOKUP, their cache home. The cache slots of the first
+    AHEAD pieces and the seed slots of the first LEAD are requested.
     homes[2k:2k + 2 * AHEAD] point at the text: the encode loop requests
     those too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
@@ -95,15 +103,30 @@ cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uin
         elif KEY_INLINE < size <= LONG_KEY_MAX:
             h = hash_bytes(s + start, size)
             key0[i] = h
+            key1[i] = 0
             homes[2 * i] = &sd.long_slots[h & sd.long_mask]
             homes[2 * i + 1] = &c.long_slots[h & c.long_mask]
         else:
-            homes[2 * i] = homes[2 * i + 1] = s + start
+            key0[i] = NO_LOOKUP[0].k0
+            key1[i] = NO_LOOKUP[0].k1
+            homes[2 * i] = s + start
+            homes[2 * i + 1] = NO_LOOKUP
         start = ends[i]
     for i in range(2 * k, 2 * (k + AHEAD)):
         homes[i] = s
-    for i in range(2 * min(k, AHEAD)):
-        q4_pc_prefetch(homes[i])
+    for i in range(min(k, AHEAD)):
+        q4_pc_prefetch(homes[2 * i + 1])
+    for i in range(min(k, LEAD)):
+        q4_pc_prefetch(homes[2 * i])
+
+
+cdef inline bint home_holds(const void *home, uint64_t k0, uint64_t k1) noexcept nogil:
+    """Whether a piece's cache home line answers it at once (a look at the two
+    short slots of the line, or the long slot): hash_chunk's keys."""
+    cdef const ShortSlot *s = <const ShortSlot *> home
+    if k1 == 0:
+        return (<const LongSlot *> home).hash == k0
+    return (s[0].k1 == k1 and s[0].k0 == k0) or (s[1].k1 == k1 and s[1].k0 == k0)
 
 
 def _cpu_count():
@@ -139,7 +162,7 @@ cdef class NativeTokenizer:
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
-    cdef tuple _id_objects     # one shared int object per id, for building lists
+    cdef IdInts _id_ints       # the ids' static int objects, for building lists
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -186,7 +209,7 @@ cdef class NativeTokenizer:
             if byte_ids[i] < 0:
                 raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
         self._keep = (tb, to)
-        self._id_objects = shared_id_objects(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
+        self._id_ints = shared_id_ints(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
         self.token_bytes = &tb[0]
         self.token_offsets = &to[0]
         with nogil:
@@ -371,8 +394,9 @@ cdef class NativeTokenizer:
             for i in range(k):
                 size = ends[i] - start
                 if cached:
-                    q4_pc_prefetch(homes[2 * (i + AHEAD)])
                     q4_pc_prefetch(homes[2 * (i + AHEAD) + 1])
+                    if i + LEAD < k and not home_holds(homes[2 * (i + LEAD) + 1], key0[i + LEAD], key1[i + LEAD]):
+                        q4_pc_prefetch(homes[2 * (i + LEAD)])
                 if size == 1:
                     dst[0] = self.model.byte_ids[s[start]]
                     dst += 1
@@ -482,7 +506,7 @@ cdef class NativeTokenizer:
         try:
             if self.encode_text(text, &out) < 0:
                 raise MemoryError("out of memory while tokenizing")
-            return idvec_to_list(&out, self._id_objects)
+            return idvec_to_list(&out, self._id_ints)
         finally:
             idvec_free(&out)
 
@@ -775,7 +799,7 @@ cdef class NativeTokenizer:
         """int32 array: the byte length of each id's spelling (0 for ids that are
         neither a token nor an atom), indexed by id."""
         cdef Py_ssize_t k, a
-        cdef Py_ssize_t size = len(self._id_objects)
+        cdef Py_ssize_t size = len(self._id_ints)
         out = np.zeros(size, dtype=np.int32)
         cdef int32_t[::1] v = out
         for k in range(min(self.n_vocab, size)):
@@ -837,7 +861,7 @@ cdef bint prepare_items(void *ctx, Stream *st, list results, Py_ssize_t k) excep
     st.items = <void **> q4_malloc(<size_t> max(st.ids.len, 1) * sizeof(PyObject *))
     if st.items == NULL:
         return True
-    fill_items(<PyObject **> st.items, &st.ids, (<NativeTokenizer> ctx)._id_objects)
+    fill_items(<PyObject **> st.items, &st.ids, (<NativeTokenizer> ctx)._id_ints)
     q4_free(st.ids.data)
     st.ids.data = NULL
     st.ids.cap = 0
@@ -848,7 +872,7 @@ cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except
     """The scheduler's convert callback for encode_batch: a list of ints."""
     if st.rc == RC_NO_MEMORY:
         return True
-    results[k] = idvec_to_list(&st.ids, (<NativeTokenizer> ctx)._id_objects)
+    results[k] = idvec_to_list(&st.ids, (<NativeTokenizer> ctx)._id_ints)
     idvec_free(&st.ids)
     return False
 

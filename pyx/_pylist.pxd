@@ -2,5 +2,9 @@
 from cpython.ref cimport PyObject
 from qwen4exp._idvec cimport IdVec
 
-cdef list idvec_to_list(IdVec *v, tuple id_objects)
-cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects)
+cdef class IdInts:
+    cdef char *base        # n static int objects, STRIDE bytes apart; NULL: none
+    cdef Py_ssize_t n
+
+cdef list idvec_to_list(IdVec *v, IdInts ints)
+cdef void fill_items(PyObject **dst, IdVec *v, IdInts ints)

@@ -1,82 +1,130 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Python lists of ids: one shared int object per id (the tokenizer's
-tuple), so a list costs a refcount write per item and no allocation."""
+"""Python lists of ids, built without an allocation or a refcount write per
+item: the ids' int objects are static, made once per process in one block,
+at a fixed stride, like CPython's own small ints. An item is then the block's
+address plus id * STRIDE, and putting it in a list writes nothing else.
+
+Static means the objects are never freed: their refcount starts so high
+(immortal on CPython 3.12 and later, 2**62 before) that the references a
+list drops when it dies, which were never counted, cannot bring it to zero.
+Builds whose objects carry more than a refcount (free-threaded, trace-refs)
+get a real int per item instead."""
 from cpython.list cimport PyList_New
 from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF, PyObject
 from libc.stdint cimport int32_t, uint32_t
+from libc.string cimport memcpy
 
+from qwen4exp._alloc cimport q4_malloc_huge
 from qwen4exp._idvec cimport IdVec
 
 cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject *ob_item[1]
     ctypedef struct PyListObject:
         PyObject **ob_item
+    void Py_SET_REFCNT(PyObject *o, Py_ssize_t n)
 
 
 cdef extern from *:
     """
-    #define q4_prefetch_write(p) __builtin_prefetch((p), 1, 3)
-    #define q4_prefetch_read(p) __builtin_prefetch((p), 0, 3)
+    #if defined(Py_GIL_DISABLED) || defined(Py_TRACE_REFS)
+    #define Q4_STATIC_INTS 0
+    #define Q4_STATIC_REFCNT 0
+    #elif defined(_Py_IMMORTAL_INITIAL_REFCNT)
+    #define Q4_STATIC_INTS 1
+    #define Q4_STATIC_REFCNT _Py_IMMORTAL_INITIAL_REFCNT
+    #elif defined(_Py_IMMORTAL_REFCNT)
+    #define Q4_STATIC_INTS 1
+    #define Q4_STATIC_REFCNT _Py_IMMORTAL_REFCNT
+    #else
+    #define Q4_STATIC_INTS 1
+    #define Q4_STATIC_REFCNT ((Py_ssize_t)1 << 62)
+    #endif
     """
-    void q4_prefetch_write(const void *p) nogil
-    void q4_prefetch_read(const void *p) nogil
+    bint Q4_STATIC_INTS
+    Py_ssize_t Q4_STATIC_REFCNT
 
 
 cdef enum:
-    ITEM_AHEAD = 16         # idvec_to_list: tuple slots requested this many ids ahead
-    OBJECT_AHEAD = 8        # and int objects (whose refcount is written) this many
+    STRIDE = 32             # bytes per static int: a one- or two-digit int object fits
 
 
-cdef list idvec_to_list(IdVec *v, tuple id_objects):
+cdef class IdInts:
+    """The static int objects 0..n-1 (len(self) == n); base is NULL where the
+    build cannot have static objects."""
+
+    def __len__(self):
+        return self.n
+
+
+_SHARED = None
+
+
+def shared_id_ints(Py_ssize_t n):
+    """IdInts covering at least 0..n-1, the same for every tokenizer of the
+    process. A larger vocabulary gets a new, larger block; the old one stays,
+    since lists made from it may still hold its objects."""
+    global _SHARED
+    if _SHARED is None or len(_SHARED) < n:
+        _SHARED = _make_id_ints(n)
+    return _SHARED
+
+
+cdef IdInts _make_id_ints(Py_ssize_t n):
+    cdef IdInts made = IdInts.__new__(IdInts)
+    cdef Py_ssize_t i, size = 0
+    cdef char *base
+    cdef object one
+    made.n = n
+    made.base = NULL
+    if not Q4_STATIC_INTS or n == 0 or (n - 1).__sizeof__() > STRIDE or (0).__sizeof__() > STRIDE:
+        return made
+    base = <char *> q4_malloc_huge(<size_t> n * STRIDE)
+    if base == NULL:
+        raise MemoryError("out of memory for the ids' int objects")
+    for i in range(n):
+        one = PyLong_FromLong(i)
+        if i & (i - 1) == 0:  # the number of digits only grows at powers of two
+            size = one.__sizeof__()
+        memcpy(base + i * STRIDE, <PyObject *> one, <size_t> size)
+        Py_SET_REFCNT(<PyObject *> (base + i * STRIDE), Q4_STATIC_REFCNT)
+    made.base = base
+    return made
+
+
+cdef list idvec_to_list(IdVec *v, IdInts ints):
     """Python list of the ids (fill_items on the new list's empty slots)."""
     cdef list out = PyList_New(v.len)
-    fill_items(&(<PyListObject *> out).ob_item[0], v, id_objects)
+    fill_items((<PyListObject *> out).ob_item, v, ints)
     return out
 
 
-cdef void fill_items(PyObject **dst, IdVec *v, tuple id_objects):
-    """Store v's ids as new references to int objects in dst[0:v.len], sharing
-    one int object per id (no allocation per item). Each item
-    costs a write to its int's refcount, scattered over the vocabulary's int
-    objects: the tuple slot and then the object are requested ahead, so that
-    the writes do not wait on memory in turn."""
-    cdef Py_ssize_t k, n = v.len, limit = len(id_objects)
-    cdef PyObject **items = <PyObject **> &(<PyTupleObject *> id_objects).ob_item[0]
+cdef void fill_items(PyObject **dst, IdVec *v, IdInts ints):
+    """Store v's ids as references to int objects in dst[0:v.len]: the static
+    ones where there are, new ints for the rest."""
+    cdef Py_ssize_t k, n = v.len
     cdef const int32_t *ids = v.data
-    cdef PyObject *item
+    cdef char *base = ints.base
+    cdef uint32_t limit = <uint32_t> ints.n if base != NULL else 0
     cdef object fresh
-    cdef int32_t t
     for k in range(n):
-        if k + ITEM_AHEAD < n and <uint32_t> ids[k + ITEM_AHEAD] < <uint32_t> limit:
-            q4_prefetch_read(&items[ids[k + ITEM_AHEAD]])
-        if k + OBJECT_AHEAD < n and <uint32_t> ids[k + OBJECT_AHEAD] < <uint32_t> limit:
-            q4_prefetch_write(items[ids[k + OBJECT_AHEAD]])
-        t = ids[k]
-        if <uint32_t> t < <uint32_t> limit:
-            item = items[t]
-            Py_INCREF(<object> item)
+        if <uint32_t> ids[k] < limit:
+            dst[k] = <PyObject *> (base + <size_t> ids[k] * STRIDE)
         else:
-            fresh = PyLong_FromLong(t)
-            Py_INCREF(fresh)
-            item = <PyObject *> fresh
-        dst[k] = item  # the reference taken above
+            fresh = PyLong_FromLong(ids[k])
+            Py_INCREF(fresh)  # the reference dst[k] holds
+            dst[k] = <PyObject *> fresh
 
 
-_ID_OBJECTS = ()
+def list_of(ids, bint static=True):
+    """Test hook: the list idvec_to_list makes of the int32 ids, with the
+    process's static ints (ids beyond them as new ints), or with none, as
+    builds without static objects make it."""
+    import numpy
 
-
-def shared_id_objects(Py_ssize_t n):
-    """A tuple of the ints 0..n-1 (or more), the same objects for every
-    tokenizer of the process: a list of ids is built by taking a reference
-    to each, a write to each int's refcount, so the ints should lie close
-    together. Made once, early, they do; made again later in a heap
-    fragmented by millions of freed objects, they scatter, and building
-    lists measured 30% slower. A larger vocabulary extends the tuple,
-    keeping the ints already made."""
-    global _ID_OBJECTS
-    cdef Py_ssize_t have = len(_ID_OBJECTS)
-    if have < n:
-        _ID_OBJECTS = _ID_OBJECTS + tuple(range(have, n))
-    return _ID_OBJECTS
+    cdef int32_t[::1] view = numpy.ascontiguousarray(ids, dtype=numpy.int32)
+    cdef IdVec v
+    cdef IdInts ints = _SHARED if static and _SHARED is not None else IdInts.__new__(IdInts)
+    v.data = &view[0] if view.shape[0] else NULL
+    v.len = view.shape[0]
+    v.cap = v.len
+    return idvec_to_list(&v, ints)

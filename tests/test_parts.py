@@ -199,20 +199,52 @@ def test_encode_threads_option(hf_plain, vocab):
             qwen4exp.Tokenizer(vocab, encode_threads=bad)
 
 
-def test_result_lists_own_their_items(tok):
-    """Lists joined from a split text's parts (items made as parts finish, then
-    copied in) and batch results hold exactly one reference per occurrence to
-    each shared int object, and every refcount is back once they go."""
+def test_result_items_are_the_static_ints(tok):
+    """Every list (one call, a split text joined from its parts, a batch) holds
+    the process's static int object of each id: the same object for the same
+    id everywhere, an exact int of the right value, with a refcount that no
+    number of dropped lists brings near zero (docs/ARCHITECTURE.md, "Lists of
+    ids"). After thousands of lists die, the objects are intact."""
     import gc
     import sys
 
     docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 600][:40]
     probe = tok.encode("def return self the , (")
-    base = [sys.getrefcount(x) for x in probe]
-    for _ in range(2):
-        lists = tok.encode_batch(docs, num_threads=2) + [tok.encode(docs[0] * 3), tok.encode(docs[1])]
-        now = [sys.getrefcount(x) for x in probe]
-        assert [a - b for a, b in zip(now, base)] == [sum(ids.count(x) for ids in lists) for x in probe]
+    lists = tok.encode_batch(docs, num_threads=2) + [tok.encode(docs[0] * 3), tok.encode(docs[1])]
+    seen = {}
+    for ids in lists + [probe]:
+        for x in ids:
+            assert type(x) is int
+            assert seen.setdefault(x, x) is x
+    assert all(sys.getrefcount(x) > 2**40 for x in seen.values())
+    dropped = sum(len(ids) for ids in lists)
+    for _ in range(20):
         del lists
         gc.collect()
-        assert [sys.getrefcount(x) for x in probe] == base
+        lists = tok.encode_batch(docs, num_threads=2)
+    assert dropped * 20 > 10**6
+    again = tok.encode("def return self the , (")
+    assert again == probe and all(a is b for a, b in zip(again, probe))
+    assert [x + 0 for x in probe] == [int(str(x)) for x in probe]
+    assert all(sys.getrefcount(x) > 2**40 for x in probe)
+
+
+def test_lists_without_static_ints():
+    """Ids past the static block, and every id in builds without static
+    objects, become new ints of the right value that the list owns."""
+    import sys
+
+    from qwen4exp import _pylist
+
+    import qwen4exp
+
+    qwen4exp.Tokenizer()  # the block exists
+    ids = [0, 1, 255, 256, 151642, 2**20, 2**31 - 1, 7, 0]
+    static = _pylist.list_of(ids)
+    assert static == ids and static[0] is static[-1]
+    assert sys.getrefcount(static[0]) > 2**40
+    assert sys.getrefcount(static[5]) == sys.getrefcount(static[6]) < 10  # beyond the block
+    fresh = _pylist.list_of(ids, static=False)
+    assert fresh == ids and all(type(x) is int for x in fresh)
+    assert all(sys.getrefcount(x) < 2**40 for x in fresh)
+    assert _pylist.list_of([]) == [] and _pylist.list_of([], static=False) == []
