@@ -542,22 +542,15 @@ cdef class NativeTokenizer:
                 streams[k].data = s + bounds[k]
                 streams[k].n = bounds[k + 1] - bounds[k]
                 streams[k].m = STREAM_NFC  # the whole text is NFC: so is each part
-            # The calling thread makes each finished part's items (the costly
-            # refcount writes) while the others still encode; the list is
-            # then made at its final size and the items copied in.
-            self.run_batch(streams, count, self.encode_threads, prepare_items, SPLIT_PART)
+            self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART)
             total = 0
             for k in range(count):
                 total += streams[k].ids.len
             out = PyList_New(total)
             at = 0
             for k in range(count):
-                if streams[k].ids.len:
-                    memcpy(&(<PyListObject *> out).ob_item[at], streams[k].items,
-                           <size_t> streams[k].ids.len * sizeof(PyObject *))
-                    at += streams[k].ids.len
-                q4_free(streams[k].items)  # the list owns those references now
-                streams[k].items = NULL
+                fill_items(&(<PyListObject *> out).ob_item[at], &streams[k].ids, self._id_ints)
+                at += streams[k].ids.len
             return out
         finally:
             if streams != NULL:
@@ -851,21 +844,10 @@ cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
                                                  st.m, &st.ids, st.tok_ends, &st.geo, &st.bad)
 
 
-cdef bint prepare_items(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
-    """encode_parts' convert callback: the part's int objects, new references
-    in st.items, joined into one list after. The ids themselves are freed at
-    once (st.ids keeps only its length), so that a huge text does not hold
-    both forms of every part."""
-    if st.rc == RC_NO_MEMORY:
-        return True
-    st.items = <void **> q4_malloc(<size_t> max(st.ids.len, 1) * sizeof(PyObject *))
-    if st.items == NULL:
-        return True
-    fill_items(<PyObject **> st.items, &st.ids, (<NativeTokenizer> ctx)._id_ints)
-    q4_free(st.ids.data)
-    st.ids.data = NULL
-    st.ids.cap = 0
-    return False
+cdef bint keep_ids(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """encode_parts' convert callback: the ids stay in the stream, to be
+    joined into one list once every part is done."""
+    return st.rc == RC_NO_MEMORY
 
 
 cdef bint convert_list(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:

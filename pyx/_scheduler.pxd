@@ -23,7 +23,6 @@ cdef struct Stream:
     Py_ssize_t m
     int64_t *tok_ends       # NULL, or m entries: ids so far after each segment
     IdVec ids
-    void **items            # NULL, or ids.len new references made by a convert callback
     int rc
     GeoError geo
     Py_ssize_t bad
@@ -35,6 +34,6 @@ ctypedef int (*encode_fn)(void *ctx, Worker *w, Stream *st) noexcept nogil
 ctypedef bint (*convert_fn)(void *ctx, Stream *st, list results, Py_ssize_t k) except -1
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL
-cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept  # with the GIL (items)
+cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept nogil
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
                       encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every)

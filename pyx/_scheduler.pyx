@@ -6,14 +6,13 @@ meanwhile.
 Threads claim streams one at a time (an atomic counter), so uneven streams
 balance themselves, and a member that is slow to come finds nothing left to
 claim. The calling thread encodes a slice, converts what is finished
-(building Python objects overlaps with the others' encoding), checks for
+(building Python lists overlaps with the others' encoding), checks for
 signals, and repeats. Members never run Python code: posting to them and
 collecting them cannot be interrupted, and a Python exception (a signal
 handler raising, a MemoryError while converting) sets `cancel` and collects
 every member before the caller frees the streams.
 """
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.ref cimport PyObject, Py_XDECREF
 from libc.string cimport memset
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
@@ -61,13 +60,9 @@ cdef Stream *new_streams(Py_ssize_t count) except NULL:
     return streams
 
 
-cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept:
-    cdef Py_ssize_t k, j
+cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t k
     for k in range(count):
-        if streams[k].items != NULL:
-            for j in range(streams[k].ids.len):
-                Py_XDECREF(<PyObject *> streams[k].items[j])
-            q4_free(streams[k].items)
         idvec_free(&streams[k].ids)
     q4_free(streams)
 
