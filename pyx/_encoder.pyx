@@ -80,44 +80,50 @@ cdef ShortSlot NO_LOOKUP[2]  # home of pieces with no cache look-up: a key no pi
 NO_LOOKUP[0].k1 = NO_LOOKUP[1].k1 = ~(<uint64_t> 0)
 
 
-cdef inline void hash_chunk(const PieceCache *sd, const PieceCache *c, const uint8_t *s, Py_ssize_t n,
-                            Py_ssize_t pos, const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0,
-                            uint64_t *key1, const void **homes) noexcept nogil:
-    """For each piece of a chunk: its key and the first slot to probe in the
-    seed sd (homes[2i]) and in the worker's own cache c (homes[2i + 1]).
-    Short pieces: the packed bytes (key1's top byte is the length); long ones:
-    key0 = the hash, key1 = 0; the others (one byte, or too long to cache)
-    have the key of NO_LOOKUP, their cache home. The cache slots of the first
-    AHEAD pieces and the seed slots of the first LEAD are requested.
-    homes[2k:2k + 2 * AHEAD] point at the text: the encode loop requests
-    those too, harmlessly."""
+cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
+                            const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0, uint64_t *key1,
+                            uint64_t *hashes, const void **homes) noexcept nogil:
+    """For each piece of a chunk: its key, its hash and the first slot to probe
+    in the worker's own cache c (homes[i]; the seed's, seed_home, is only
+    needed when that one fails). Short pieces: the packed bytes (key1's top
+    byte is the length); long ones: key0 = the hash, key1 = 0; the others
+    (one byte, or too long to cache) have the key of NO_LOOKUP, their home.
+    The first AHEAD homes are requested; homes[k:k + AHEAD] point at the
+    text, which the encode loop requests too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
     cdef uint64_t h
+    cdef ShortSlot *short_slots = c.short_slots   # locals: the stores below may not alias them
+    cdef uint64_t short_mask = c.short_mask & ~(<uint64_t> 1)
+    cdef LongSlot *long_slots = c.long_slots
+    cdef uint64_t long_mask = c.long_mask
     for i in range(k):
         size = ends[i] - start
         if 2 <= size <= KEY_INLINE:
             pack_key(s + start, size, s + n, &key0[i], &key1[i])
             h = key_hash(key0[i], key1[i])
-            homes[2 * i] = short_home(sd, h)
-            homes[2 * i + 1] = short_home(c, h)
+            hashes[i] = h
+            homes[i] = &short_slots[h & short_mask]
         elif KEY_INLINE < size <= LONG_KEY_MAX:
             h = hash_bytes(s + start, size)
-            key0[i] = h
+            key0[i] = hashes[i] = h
             key1[i] = 0
-            homes[2 * i] = &sd.long_slots[h & sd.long_mask]
-            homes[2 * i + 1] = &c.long_slots[h & c.long_mask]
+            homes[i] = &long_slots[h & long_mask]
         else:
             key0[i] = NO_LOOKUP[0].k0
             key1[i] = NO_LOOKUP[0].k1
-            homes[2 * i] = s + start
-            homes[2 * i + 1] = NO_LOOKUP
+            homes[i] = NO_LOOKUP
         start = ends[i]
-    for i in range(2 * k, 2 * (k + AHEAD)):
+    for i in range(k, k + AHEAD):
         homes[i] = s
     for i in range(min(k, AHEAD)):
-        q4_pc_prefetch(homes[2 * i + 1])
-    for i in range(min(k, LEAD)):
-        q4_pc_prefetch(homes[2 * i])
+        q4_pc_prefetch(homes[i])
+
+
+cdef inline const void *seed_home(const PieceCache *sd, uint64_t h, uint64_t k1) noexcept nogil:
+    """The seed's first slot for a piece of hash h (short or long: k1 == 0)."""
+    if k1 == 0:
+        return &sd.long_slots[h & sd.long_mask]
+    return short_home(sd, h)
 
 
 cdef inline bint home_holds(const void *home, uint64_t k0, uint64_t k1) noexcept nogil:
@@ -374,10 +380,12 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t ends[CHUNK]
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
-        cdef const void *homes[2 * (CHUNK + AHEAD)]
+        cdef const void *homes[CHUNK + AHEAD]
+        cdef uint64_t hashes[CHUNK]
         cdef const PieceCache *sd = w.seed
         cdef PieceCache *c = &w.cache
         cdef bint cached = sd != NULL
+        cdef const int32_t *byte_ids = self.model.byte_ids
         cdef Py_ssize_t pos = 0, start, size, i, k, got
         cdef const ShortSlot *slot
         cdef const LongSlot *ls
@@ -388,17 +396,19 @@ cdef class NativeTokenizer:
             if idvec_reserve(out, ends[k - 1] - pos + IDS_INLINE) < 0:
                 return RC_NO_MEMORY
             if cached:
-                hash_chunk(sd, c, s, n, pos, ends, k, key0, key1, homes)
+                hash_chunk(c, s, n, pos, ends, k, key0, key1, hashes, homes)
+                for i in range(min(k, LEAD)):
+                    q4_pc_prefetch(seed_home(sd, hashes[i], key1[i]))
             start = pos
             dst = out.data + out.len
             for i in range(k):
                 size = ends[i] - start
                 if cached:
-                    q4_pc_prefetch(homes[2 * (i + AHEAD) + 1])
-                    if i + LEAD < k and not home_holds(homes[2 * (i + LEAD) + 1], key0[i + LEAD], key1[i + LEAD]):
-                        q4_pc_prefetch(homes[2 * (i + LEAD)])
+                    q4_pc_prefetch(homes[i + AHEAD])
+                    if i + LEAD < k and not home_holds(homes[i + LEAD], key0[i + LEAD], key1[i + LEAD]):
+                        q4_pc_prefetch(seed_home(sd, hashes[i + LEAD], key1[i + LEAD]))
                 if size == 1:
-                    dst[0] = self.model.byte_ids[s[start]]
+                    dst[0] = byte_ids[s[start]]
                     dst += 1
                     start = ends[i]
                     continue
@@ -406,15 +416,15 @@ cdef class NativeTokenizer:
                 # seed, whose answer the worker then keeps: both slots were
                 # requested ahead.
                 if cached and size <= KEY_INLINE:
-                    slot = short_probe(c, <ShortSlot *> homes[2 * i + 1], key0[i], key1[i])
+                    slot = short_probe(c, <ShortSlot *> homes[i], key0[i], key1[i])
                     if slot.k1 != 0:
                         dst += short_ids(c, slot, dst)
                         start = ends[i]
                         continue
-                    slot = short_probe(sd, <ShortSlot *> homes[2 * i], key0[i], key1[i])
+                    slot = short_probe(sd, short_home(sd, hashes[i]), key0[i], key1[i])
                     if slot.k1 != 0:
                         got = short_ids(sd, slot, dst)
-                        store_short(c, key0[i], key1[i], key_hash(key0[i], key1[i]), dst, got)
+                        store_short(c, key0[i], key1[i], hashes[i], dst, got)
                         dst += got
                         start = ends[i]
                         continue
