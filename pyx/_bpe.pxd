@@ -53,7 +53,7 @@ cdef union MergeQueue:
 
 cdef struct Worker:
     # Everything one thread mutates while encoding: its cache and scratch space.
-    const PieceCache *seed  # the tokenizer's seed, shared and read-only (NULL: no caching)
+    const PieceCache *seed  # the tokenizer's seed, shared (NULL: no caching); workers add only through publish_short
     PieceCache cache        # what this worker learned; all NULL when the tokenizer caches nothing
     int32_t short_rank[SHORT_PIECE]  # array method: each pair's rank << POS_BITS | position
     int32_t top_rank        # array method: the highest rank it merged (char atoms' init)

@@ -32,7 +32,7 @@ from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_m
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     LONG_IDS_MAX, cache_init, cache_free, cache_store, store_short, pack_key, key_hash,
                                     short_home, short_probe, hash_bytes, long_find, long_ids,
-                                    prefetch_home, q4_pc_prefetch)
+                                    prefetch_home, q4_pc_prefetch, shared_probe, publish_short)
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
@@ -165,6 +165,7 @@ cdef class NativeTokenizer:
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef PieceCache seed       # every worker reads it first, none writes it (empty when cache_words is 0)
     cdef readonly Py_ssize_t seed_words
+    cdef Py_ssize_t seed_room     # short pieces workers could add to the seed at first
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
@@ -289,6 +290,11 @@ cdef class NativeTokenizer:
             worker_free(w)
             q4_free(w)
 
+    def seed_published(self):
+        """Test hook: (short pieces workers have added to the seed, how many
+        they could add at first)."""
+        return min(self.seed_room, self.seed_room - self.seed.publish_room), self.seed_room
+
     def flush_cache(self):
         """Empty the cache of every idle worker."""
         cdef Py_ssize_t k
@@ -300,7 +306,8 @@ cdef class NativeTokenizer:
     cdef int build_seed(self, const uint8_t *flags) noexcept nogil:
         """Fill self.seed: every token spelling that is one whole piece (valid
         UTF-8, NFC, pre-tokenized as itself, 2..LONG_KEY_MAX bytes) valued
-        with what merging it gives; built once, then only read by every worker.
+        with what merging it gives; built once, then read by every worker and
+        added to by them (publish_short).
         A first word is then found by lookup when it is a token, as most are.
         flags (NULL: none): the tokens known to merge back into themselves,
         taken without merging. 0, or -1 if allocation fails."""
@@ -355,8 +362,9 @@ cdef class NativeTokenizer:
         # Sized at twice its entries (load <= 1/3 short, 1/4 long): every
         # piece a worker's own cache lacks is looked for in the seed, and a
         # sparse table tells a piece it lacks in about one probe, within the
-        # line requested.
-        if cache_init(&self.seed, 2 * n_short + 1, 2 * n_long + 1, spill, pool) < 0:
+        # line requested. Workers add the short pieces they merge until it is
+        # half full (publish_short), with spill room for 4 ids each.
+        if cache_init(&self.seed, 2 * n_short + 1, 2 * n_long + 1, spill + 2 * n_short + 64, pool) < 0:
             return -1
         for k in range(m):
             if k + SEED_AHEAD < m:  # the stores land at random in a large table
@@ -369,6 +377,8 @@ cdef class NativeTokenizer:
             cache_store(&self.seed, p, n, ids.data + (ends[k - 1] if k else 0),
                         ends[k] - (ends[k - 1] if k else 0))
         self.seed_words = self.seed.short_count + self.seed.long_count
+        self.seed.publish_room = max(0, <Py_ssize_t> (self.seed.short_mask + 1) // 2 - self.seed.short_count)
+        self.seed_room = self.seed.publish_room
         return 0
 
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
@@ -376,7 +386,10 @@ cdef class NativeTokenizer:
         key each piece and locate its cache slot (hash_chunk), then encode the
         pieces, requesting each slot AHEAD pieces before its probe so that it
         has arrived by then. Hits are answered here; misses go to bpe_miss,
-        which merges and remembers them."""
+        which merges and remembers them in the worker's cache, and a short
+        one is added to the shared seed too (publish_short), where the
+        other workers (a text's other parts, a batch's other threads) find
+        it instead of merging it again."""
         cdef Py_ssize_t ends[CHUNK]
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
@@ -421,7 +434,7 @@ cdef class NativeTokenizer:
                         dst += short_ids(c, slot, dst)
                         start = ends[i]
                         continue
-                    slot = short_probe(sd, short_home(sd, hashes[i]), key0[i], key1[i])
+                    slot = shared_probe(sd, short_home(sd, hashes[i]), key0[i], key1[i])
                     if slot.k1 != 0:
                         got = short_ids(sd, slot, dst)
                         store_short(c, key0[i], key1[i], hashes[i], dst, got)
@@ -446,6 +459,8 @@ cdef class NativeTokenizer:
                 if got < 0:
                     out.len = dst - out.data
                     return RC_NO_MEMORY
+                if cached and size <= KEY_INLINE:  # the other workers find it in the seed
+                    publish_short(<PieceCache *> sd, <ShortSlot *> slot, key0[i], key1[i], dst, got)
                 dst += got
                 start = ends[i]
             out.len = dst - out.data

@@ -5,9 +5,10 @@
 # 32-byte slots, two per cache line; longer pieces (up to LONG_KEY_MAX) keep
 # a hash in 16-byte slots and their bytes and ids in a pool. The same layout
 # serves two roles: the tokenizer's seed (every token spelling that is one
-# whole piece, valued with what merging it gives), built once and then only
-# read, shared by every worker; and each worker's learned cache (the pieces it
-# merged), which starts empty and is emptied when it has learned its limit.
+# whole piece, valued with what merging it gives), built once and shared by
+# every worker, which add the short pieces they merge to it (publish_short)
+# up to a bound, without a lock; and each worker's learned cache (the pieces
+# it merged), which starts empty and is emptied when it has learned its limit.
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memcmp, memset
 
@@ -50,6 +51,7 @@ cdef struct PieceCache:
     Py_ssize_t short_limit  # entries at most before going back to the seed
     Py_ssize_t long_count
     Py_ssize_t long_limit
+    Py_ssize_t publish_room # the seed: short pieces workers may still add (publish_short); 0 elsewhere
 
 
 cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
@@ -63,6 +65,8 @@ cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const
                       Py_ssize_t k) noexcept nogil
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil
+cdef void publish_short(PieceCache *sd, ShortSlot *s, uint64_t k0, uint64_t k1, const int32_t *ids,
+                        Py_ssize_t k) noexcept nogil
 
 
 cdef extern from *:
@@ -86,10 +90,29 @@ cdef extern from *:
         return (uint64_t) p[0] | ((uint64_t) p[n >> 1] << 8) | ((uint64_t) p[n - 1] << 16);
     }
     #define q4_pc_prefetch(p) __builtin_prefetch((p), 0, 3)
+    /* The seed's short slots are read by every thread while workers add to
+       it: a slot is claimed (k1: 0 -> Q4_PC_CLAIMED, no length byte is 0xFF),
+       filled, then published by storing its k1 with release order; readers
+       load k1 with acquire order before anything else of the slot. */
+    #define Q4_PC_CLAIMED 0xFF00000000000000ULL
+    #define q4_pc_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+    #define q4_pc_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+    #define q4_pc_fetch_add(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+    #define q4_pc_load_room(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+    static inline int q4_pc_claim(uint64_t *p) {
+        uint64_t expect = 0;
+        return __atomic_compare_exchange_n(p, &expect, Q4_PC_CLAIMED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    }
     """
     uint64_t q4_pc_load8(const uint8_t *p) nogil
     uint64_t q4_pc_word_of(const uint8_t *p, Py_ssize_t n) nogil
     void q4_pc_prefetch(const void *p) nogil
+    uint64_t Q4_PC_CLAIMED
+    uint64_t q4_pc_load_acquire(const uint64_t *p) nogil
+    void q4_pc_store_release(uint64_t *p, uint64_t v) nogil
+    Py_ssize_t q4_pc_fetch_add(Py_ssize_t *p, Py_ssize_t v) nogil
+    Py_ssize_t q4_pc_load_room(const Py_ssize_t *p) nogil
+    bint q4_pc_claim(uint64_t *p) nogil
 
 
 cdef inline void pack_key(const uint8_t *p, Py_ssize_t n, const uint8_t *end, uint64_t *k0,
@@ -132,6 +155,17 @@ cdef inline ShortSlot *short_probe(const PieceCache *c, ShortSlot *s, uint64_t k
     while not ((s.k1 == k1 and s.k0 == k0) or s.k1 == 0):
         s = &c.short_slots[(s - c.short_slots + 1) & c.short_mask]
     return s
+
+
+cdef inline ShortSlot *shared_probe(const PieceCache *c, ShortSlot *s, uint64_t k0, uint64_t k1) noexcept nogil:
+    """short_probe in the seed, which other threads may be adding to: each
+    slot's k1 is read first, with acquire order, so a slot found is whole."""
+    cdef uint64_t seen
+    while True:
+        seen = q4_pc_load_acquire(&s.k1)
+        if seen == 0 or (seen == k1 and s.k0 == k0):
+            return s
+        s = &c.short_slots[(s - c.short_slots + 1) & c.short_mask]
 
 
 cdef inline ShortSlot *short_find(const PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h) noexcept nogil:

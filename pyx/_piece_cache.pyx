@@ -105,6 +105,43 @@ cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const
     c.short_count += 1
 
 
+cdef void publish_short(PieceCache *sd, ShortSlot *s, uint64_t k0, uint64_t k1, const int32_t *ids,
+                        Py_ssize_t k) noexcept nogil:
+    """Add a short piece a worker merged to the shared seed, so that the other
+    workers find it there instead of merging it again. s: the free slot where
+    the worker's probe (shared_probe) stopped; the piece goes there or to the
+    next free slot, unless another thread added it meanwhile. Bounded by
+    publish_room (the seed stays at most half full) and by the spill's room;
+    the seed is never emptied, so what it holds stays valid for every reader.
+    Any thread may call it; slots are claimed with an atomic exchange."""
+    cdef Py_ssize_t at = 0
+    cdef uint64_t seen
+    if k < 1 or q4_pc_load_room(&sd.publish_room) <= 0:
+        return
+    if q4_pc_fetch_add(&sd.publish_room, -1) <= 0:
+        return
+    if k > IDS_INLINE:
+        at = q4_pc_fetch_add(&sd.spill_len, k)
+        if at + k > sd.spill_cap:
+            return
+        memcpy(sd.spill + at, ids, <size_t> k * sizeof(int32_t))
+    while True:
+        seen = q4_pc_load_acquire(&s.k1)
+        if seen == 0 and q4_pc_claim(&s.k1):
+            break
+        if seen == k1 and s.k0 == k0:
+            return  # added by another thread meanwhile
+        if seen != 0:
+            s = &sd.short_slots[(s - sd.short_slots + 1) & sd.short_mask]
+    s.k0 = k0
+    s.n = <int32_t> k
+    if k > IDS_INLINE:
+        s.ids[0] = <int32_t> at
+    else:
+        memcpy(s.ids, ids, <size_t> k * sizeof(int32_t))
+    q4_pc_store_release(&s.k1, k1)
+
+
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil:
     """Remember that piece p[0:n] (2 <= n) is ids[0:k]. When the cache is full,

@@ -1,0 +1,95 @@
+"""Workers share what they merge through the seed (docs/ARCHITECTURE.md,
+"Sharing merges through the seed"): a short piece one worker merged is added
+to the tokenizer's seed, where every other worker finds it. The seed is read
+by all threads while they add to it, so these tests check exactness under
+that concurrency, that the additions are really used, and that they stop at
+their bound."""
+
+import random
+import threading
+
+import pytest
+
+import qwen4exp
+from _both_vocabularies import hf_plain, vocab  # noqa: F401  (fixtures: both vocabularies)
+
+
+def novel_words(count: int, seed: int, alphabet: str = "bcdfghjklmnpqrstvwxz") -> list[str]:
+    """Distinct words unlikely to be tokens (consonant runs), 5 to 9 letters."""
+    rng = random.Random(seed)
+    words = set()
+    while len(words) < count:
+        words.add("".join(rng.choice(alphabet) for _ in range(rng.randint(5, 9))))
+    return sorted(words)
+
+
+def test_merged_pieces_reach_the_seed_and_are_used(vocab, hf_plain):  # noqa: F811
+    """After a text of new words, the seed holds them: once the workers' own
+    caches are emptied, the same text again publishes nothing new (the seed
+    answers every word) and gives the same, exact ids."""
+    tok = qwen4exp.Tokenizer(vocab)
+    text = " ".join(novel_words(3000, 1))
+    first = tok.encode(text)
+    assert first == hf_plain.encode(text, add_special_tokens=False).ids
+    published, room = tok._native.seed_published()
+    assert 0 < published <= room
+    tok.flush_cache()
+    assert tok.encode(text) == first
+    assert tok._native.seed_published()[0] == published
+
+
+def test_publishing_stops_at_its_bound(hf_plain, vocab):  # noqa: F811
+    """More new words than the seed has room for: additions stop at the room
+    (the seed stays at most half full) and every id stays exact."""
+    tok = qwen4exp.Tokenizer(vocab)
+    room = tok._native.seed_published()[1]
+    words = novel_words(room + 20000, 2)
+    text = " ".join(words)
+    got = tok.encode(text)
+    assert tok._native.seed_published() == (room, room)
+    sample = " ".join(words[-3000:])  # words seen after the seed was full
+    assert tok.encode(sample) == hf_plain.encode(sample, add_special_tokens=False).ids
+    head = " ".join(words[:2000])
+    assert got[: len(tok.encode(head))] == hf_plain.encode(head, add_special_tokens=False).ids
+
+
+def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
+    """Six threads (each text also split across the crew) encode the same new
+    words in different orders at the same time, so that they race to add
+    them to the same seed slots and read slots being added: every result is
+    exact, on every round."""
+    tok = qwen4exp.Tokenizer(vocab, encode_threads=2)
+    for round_ in range(3):
+        words = novel_words(1500, 10 + round_)
+        texts = []
+        for k in range(6):
+            order = list(words)
+            random.Random(k).shuffle(order)
+            texts.append(" ".join(order))
+        expect = [e.ids for e in hf_plain.encode_batch(texts, add_special_tokens=False)]
+        results = [None] * len(texts)
+        start = threading.Barrier(len(texts))
+
+        def work(k):
+            start.wait()
+            results[k] = tok.encode(texts[k])
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == expect
+        assert tok.encode_batch(texts, num_threads=2) == expect
+
+
+@pytest.mark.parametrize("cache_size", [0, 64])
+def test_small_or_no_caches(cache_size, vocab, hf_plain):  # noqa: F811
+    """Without a seed (cache_size=0) nothing is published; with a tiny worker
+    cache, emptied again and again, the seed keeps answering exactly."""
+    tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
+    text = " ".join(novel_words(2000, 3))
+    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+    published = tok._native.seed_published()[0]
+    assert (published == 0) if cache_size == 0 else (published > 0)
+    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
