@@ -84,11 +84,14 @@ def ray_cluster():
 
 
 @pytest.fixture(scope="session")
-def qwen36_json(request):
-    """The reference tokenizer.json of "qwen3.6", kept in pytest's cache."""
+def qwen36_json(request, tmp_path_factory):
+    """The reference tokenizer.json of "qwen3.6", kept in pytest's cache (in a
+    temporary folder when the cache is off, as in tools/run_sanitizers.sh)."""
     from _qwen36_reference import reference_json
 
-    return reference_json(str(request.config.cache.mkdir("qwen36-reference")))
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("qwen36-reference") if cache is not None else tmp_path_factory.mktemp("qwen36-reference")
+    return reference_json(str(folder))
 
 
 @pytest.fixture(scope="session")
