@@ -107,7 +107,8 @@ cdef void fill_items(PyObject **dst, IdVec *v, IdInts ints):
     cdef uint32_t limit = <uint32_t> ints.n if base != NULL else 0
     cdef object fresh
     while k < n:
-        k = fill_static(dst, ids, k, n, base, limit)
+        if limit:
+            k = fill_static(dst, ids, k, n, base, limit)
         if k < n:  # an id without a static object
             fresh = PyLong_FromLong(ids[k])
             Py_INCREF(fresh)  # the reference dst[k] holds
