@@ -187,3 +187,40 @@ def test_stop_signal_keeps_an_existing_out(tmp_path, signum, out_name):
     assert code == 128 + signum, err
     assert os.listdir(tmp_path) == [out_name]
     assert (tmp_path / out_name).read_bytes() == b"previous run"
+
+
+@pytest.mark.parametrize("signum", COMMON_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_stop_dropped_inside_a_callback_is_raised_again(signum, capsys):
+    """A stop signal whose handler runs inside a weakref callback (as
+    importlib's module-lock callback is, during an import) raises where
+    Python drops the exception. StopSignals remembers it: nothing is printed,
+    and check(), which the batch runs after each chunk and before committing
+    OUT, raises it again. (CI once saw `batch` finish and write OUT after a
+    SIGTERM dropped that way.)"""
+    import gc
+    import weakref
+
+    from qwen4exp.batch import Stopped, StopSignals
+
+    class Target:
+        pass
+
+    def callback(_ref):
+        os.kill(os.getpid(), signum)
+        for _ in range(10000):  # the handler runs at one of these steps, inside the callback
+            pass
+
+    expected = KeyboardInterrupt if signum == signal.SIGINT else Stopped
+    before = {s: signal.getsignal(s) for s in COMMON_SIGNALS}
+    hook = sys.unraisablehook
+    with StopSignals() as signals:
+        target = Target()
+        ref = weakref.ref(target, callback)
+        del target  # the callback runs here; its exception is dropped
+        gc.collect()
+        assert ref() is None and signals.received == signum
+        with pytest.raises(expected):
+            signals.check()
+    assert sys.unraisablehook is hook
+    assert {s: signal.getsignal(s) for s in COMMON_SIGNALS} == before
+    assert "Exception ignored" not in capsys.readouterr().err

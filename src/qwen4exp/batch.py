@@ -141,9 +141,11 @@ class FailurePolicy:
         return f
 
 
-def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int, chunk_bytes: int) -> Stats:
+def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int, chunk_bytes: int,
+                 check=None) -> Stats:
     """Encode every chunk of `source` on `engine` and write it to `sink`, in
-    order. Does not commit: the caller commits or discards the sink."""
+    order; `check()`, when given, runs after each chunk (StopSignals.check).
+    Does not commit: the caller commits or discards the sink."""
     stats = Stats()
     t0 = time.perf_counter()
     pending = deque()  # (handle, units consumed, parse failures), oldest first
@@ -160,6 +162,8 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
         stats.ok += len(chunk.ok)
         stats.bytes += sum(r.nbytes for r, _ in chunk.ok)
         progress.update(consumed, stats.ok, stats.bytes, len(stats.failures))
+        if check is not None:
+            check()
 
     for records, parse_failures, consumed in source.chunks(chunk_records, chunk_bytes, on_failure):
         pending.append((engine.submit(records), consumed, parse_failures))
@@ -210,17 +214,43 @@ class Progress:
 
 class StopSignals:
     """While active (main thread only), every stop signal raises Stopped, or
-    KeyboardInterrupt for SIGINT; `hold()` ignores them all during cleanup."""
+    KeyboardInterrupt for SIGINT, and is remembered. Python prints and drops
+    an exception raised where it cannot propagate (a weakref callback or a
+    __del__, such as importlib's module-lock callback, which runs during
+    imports): check() raises the remembered stop again at the run's safe
+    points (each finished chunk, and before OUT is committed), and while
+    active such a drop is not printed. `hold()` ignores every stop signal
+    during cleanup."""
 
     def __enter__(self):
         import threading
 
         self.saved = {}
+        self.received = None
+        self.saved_hook = None
         if threading.current_thread() is threading.main_thread():
             for s in STOP_SIGNALS:
-                if s != signal.SIGINT:
-                    self.saved[s] = signal.signal(s, _raise_stopped)
+                if s == signal.SIGINT and signal.getsignal(s) is not signal.default_int_handler:
+                    continue  # SIGINT ignored (a background job) or handled by the caller
+                self.saved[s] = signal.signal(s, self._stop)
+            self.saved_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
         return self
+
+    def _stop(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+        raise _stop_exception(signum)
+
+    def _unraisable(self, unraisable) -> None:
+        if self.received is not None and isinstance(unraisable.exc_value, (Stopped, KeyboardInterrupt)):
+            return  # check() raises it again where it propagates
+        self.saved_hook(unraisable)
+
+    def check(self) -> None:
+        """Raise the stop signal received, if any (see the class doc)."""
+        if self.received is not None:
+            raise _stop_exception(self.received)
 
     def hold(self) -> None:
         for s in list(self.saved) + ([signal.SIGINT] if self.saved else []):
@@ -230,10 +260,12 @@ class StopSignals:
     def __exit__(self, *exc) -> None:
         for s, handler in self.saved.items():
             signal.signal(s, handler)
+        if self.saved_hook is not None:
+            sys.unraisablehook = self.saved_hook
 
 
-def _raise_stopped(signum, frame):
-    raise Stopped(signum)
+def _stop_exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
 
 def cmd_batch(args, engine=None) -> int:
@@ -271,8 +303,9 @@ def cmd_batch(args, engine=None) -> int:
             sink = Sink(args.output, out_fmt)
             engine = engine or LocalEngine(tok, args.threads)
             progress = Progress(source, show_progress)
-            stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes)
-            commit_run(stats, sink, progress, args.errors, errors_path)
+            stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes,
+                                 signals.check)
+            commit_run(stats, sink, progress, args.errors, errors_path, signals.check)
         except BaseException as exc:
             return abandon_run(exc, signals, progress, sink, engine, policy, args.errors)
         engine.close()
@@ -281,9 +314,11 @@ def cmd_batch(args, engine=None) -> int:
     return EXIT_RECORDS_FAILED if stats.failures else EXIT_OK
 
 
-def commit_run(stats: Stats, sink, progress, errors_option, errors_path) -> None:
-    """The end of a good run: the errors file (when there are failures or
-    --errors was given), then OUT."""
+def commit_run(stats: Stats, sink, progress, errors_option, errors_path, check) -> None:
+    """The end of a good run: a last check() for a stop signal whose
+    exception was dropped (StopSignals), the errors file (when there are
+    failures or --errors was given), then OUT."""
+    check()
     progress.close()
     if stats.failures or errors_option is not None:
         write_errors(errors_path, stats.failures)

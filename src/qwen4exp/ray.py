@@ -369,8 +369,9 @@ def run_batch(args, in_fmt: str, out_fmt: str, errors_path, show_progress: bool)
                 for b in out.iter_batches(batch_format="pyarrow", batch_size=None):
                     _take_batch(b, sink, stats, policy, Failure)
                     progress.update(b.num_rows, stats.ok, stats.bytes, len(stats.failures))
+                    signals.check()
                 stats.seconds = time.perf_counter() - t0
-                B.commit_run(stats, sink, progress, args.errors, errors_path)
+                B.commit_run(stats, sink, progress, args.errors, errors_path, signals.check)
             except ray.exceptions.RayError as exc:  # a worker failed (e.g. an unreadable row group)
                 failed = InputError(f"{args.input}: the Ray job failed: {_last_error_line(exc)}")
                 return B.abandon_run(failed, signals, progress, sink, None, policy, args.errors)
