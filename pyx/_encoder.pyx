@@ -163,7 +163,7 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t cache_words
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
-    cdef PieceCache seed       # every worker reads it first, none writes it (empty when cache_words is 0)
+    cdef PieceCache seed       # shared by every worker, asked after its own cache; workers add only through publish_short (empty when cache_words is 0)
     cdef readonly Py_ssize_t seed_words
     cdef Py_ssize_t seed_room     # short pieces workers could add to the seed at first
     cdef Worker **pool
