@@ -114,21 +114,39 @@ def batch_documents(name: str) -> list:
     return list(corpora.DOCUMENTS[name]())
 
 
-def child_batch(name: str, threads_list, rounds: int, corpus_names) -> dict:
-    """Best of ``rounds`` of encode_batch for each thread count, interleaved
-    round by round, after one untimed call (batch workers stay warm between
-    calls). Per round: wall, process CPU and the calling thread's CPU; with
-    several threads the busiest thread's CPU (the critical path) is
-    max(calling thread, everything else). Returns {threads: {corpus: {...}}}."""
+def child_batch(name: str, threads_list, corpus_names, commands=None, reply=None) -> None:
+    """A batch child that stays up for the whole section, so that every
+    peer's rounds interleave in time (the machine's speed drifts over
+    seconds; peers timed one after another would each meet a different
+    machine). It builds the peer, makes one untimed call per corpus and
+    thread count (batch workers stay warm between calls), checks batch ==
+    encode, and replies with a `ready` line; then each `round` line gets one
+    timed encode_batch per corpus and thread count, interleaved. Per call:
+    wall, process CPU and the calling thread's CPU; with several threads the
+    busiest thread's CPU (the critical path) is max(calling thread,
+    everything else). Lines are JSON, one per reply."""
+    commands = sys.stdin if commands is None else commands
+    reply = (lambda obj: print(json.dumps(obj), flush=True)) if reply is None else reply
     peer = peers.BUILDERS[name]()
     if peer.encode_batch is None:
-        return {"error": "no batch API"}
+        reply({"error": "no batch API"})
+        return
     docs = {c: batch_documents(c) for c in corpus_names}
-    best = {(t, c): None for t in threads_list for c in corpus_names}
+    ready = {}
     for c in corpus_names:
         for t in threads_list:
-            peer.encode_batch(docs[c], num_threads=t)
-    for _ in range(max(1, rounds)):
+            ids = peer.encode_batch(docs[c], num_threads=t)
+            ready.setdefault(str(t), {})[c] = {
+                "bytes": sum(len(d.encode("utf-8")) for d in docs[c]),
+                "tokens": sum(len(x) for x in ids), "documents": len(docs[c]),
+                "batch_equals_encode": [list(x) for x in ids] == [list(peer.encode(d)) for d in docs[c]],
+            }
+            del ids
+    reply({"ready": ready})
+    for line in commands:
+        if line.strip() != "round":
+            break
+        timings = {}
         for c in corpus_names:
             for t in threads_list:
                 gc.collect()
@@ -140,24 +158,53 @@ def child_batch(name: str, threads_list, rounds: int, corpus_names) -> dict:
                     cpu, main_cpu = time.process_time() - cpu0, time.thread_time() - main0
                 finally:
                     gc.enable()
-                crit = max(main_cpu, cpu - main_cpu) if t > 1 else cpu
-                b = best[(t, c)]
-                if b is None:
-                    b = best[(t, c)] = {
-                        "seconds": wall, "cpu_wall": cpu / wall, "critical_cpu_seconds": crit, "cpu_seconds": cpu,
-                        "bytes": sum(len(d.encode("utf-8")) for d in docs[c]),
-                        "tokens": sum(len(x) for x in ids), "documents": len(docs[c]),
-                        "batch_equals_encode": [list(x) for x in ids] == [list(peer.encode(d)) for d in docs[c]],
-                    }
-                if wall < b["seconds"]:
-                    b["seconds"], b["cpu_wall"] = wall, cpu / wall
-                if crit < b["critical_cpu_seconds"]:
-                    b["critical_cpu_seconds"], b["cpu_seconds"] = crit, cpu
                 del ids
-    out = {}
-    for (t, c), b in best.items():
-        out.setdefault(str(t), {})[c] = b
-    return out
+                crit = max(main_cpu, cpu - main_cpu) if t > 1 else cpu
+                timings.setdefault(str(t), {})[c] = {"seconds": wall, "cpu_seconds": cpu,
+                                                     "critical_cpu_seconds": crit}
+        reply({"round": timings})
+
+
+class BatchChild:
+    """A child_batch process, driven one round at a time."""
+
+    def __init__(self, peer: str, threads_list, corpus_names):
+        env = dict(os.environ)
+        env["BENCH_THREADS"] = str(max(threads_list))
+        job = {"kind": "batch", "peer": peer, "threads": list(threads_list), "corpora": list(corpus_names)}
+        self.peer, self.threads = peer, list(threads_list)
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(job)],
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.error = None
+
+    def _read(self) -> dict | None:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            err = (self.proc.stderr.read().strip().splitlines() or ["exited"])[-1]
+            self.error = self.error or err
+            return None
+        out = json.loads(line)
+        if "error" in out:
+            self.error = out["error"]
+            return None
+        return out
+
+    def ready(self) -> dict | None:
+        return self._read()
+
+    def round(self) -> dict | None:
+        if self.error:
+            return None
+        self.proc.stdin.write("round\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
 
 
 def child_long_word(name: str, n: int, script: str) -> dict:
@@ -324,6 +371,50 @@ def long_word_section(loaded, rounds, budget) -> list[str]:
     return lines
 
 
+def run_batch_children(loaded, rounds) -> dict:
+    """{(peer, threads): {corpus: best figures} or {"error": why}}: every
+    peer's batch child started and warmed first, then `rounds` rounds in
+    which each child times one call per corpus and thread count in turn
+    (the order rotating each round), best wall and best critical path kept."""
+    children = []
+    for n in loaded:
+        if loaded[n].encode_batch is None:
+            continue
+        if loaded[n].batch_threads_in_process:
+            children.append(BatchChild(n, [1, 2], BATCH_CORPORA))
+        else:
+            children += [BatchChild(n, [t], BATCH_CORPORA) for t in (1, 2)]
+    res = {}
+    try:
+        for ch in children:
+            log(f"batch: {ch.peer} x{','.join(map(str, ch.threads))} (own process, warming up)")
+            ready = ch.ready()
+            for t in ch.threads:
+                res[(ch.peer, t)] = {c: dict(v) for c, v in ready["ready"][str(t)].items()} if ready else {}
+        for r in range(max(1, rounds)):
+            log(f"batch: round {r + 1} of {rounds}")
+            k = r % max(1, len(children))
+            for ch in children[k:] + children[:k]:
+                got = ch.round()
+                if got is None:
+                    continue
+                for t, per in got["round"].items():
+                    for c, x in per.items():
+                        b = res[(ch.peer, int(t))][c]
+                        if x["seconds"] < b.get("seconds", float("inf")):
+                            b["seconds"], b["cpu_wall"] = x["seconds"], x["cpu_seconds"] / x["seconds"]
+                        if x["critical_cpu_seconds"] < b.get("critical_cpu_seconds", float("inf")):
+                            b["critical_cpu_seconds"], b["cpu_seconds"] = x["critical_cpu_seconds"], x["cpu_seconds"]
+    finally:
+        for ch in children:
+            ch.close()
+    for ch in children:
+        for t in ch.threads:
+            if ch.error or not all("seconds" in v for v in res[(ch.peer, t)].values()):
+                res[(ch.peer, t)] = {"error": ch.error or "no round finished"}
+    return res
+
+
 def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
     lines = [
         f"## Batch encoding, 1 and 2 threads (best of {rounds}, after one untimed call)",
@@ -332,7 +423,10 @@ def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
         "costly last). HF, fastokens, kitoken: Rayon's pool is fixed per process, so one "
         "process per thread count (`RAYON_NUM_THREADS`); tiktoken: `encode_ordinary_batch("
         "num_threads=)`; bpe-qwen: `encode_batch_parallel(num_workers=)`; qwen4exp: "
-        "`encode_batch(num_threads=)`, 1 and 2 threads alternating in one process.",
+        "`encode_batch(num_threads=)`, 1 and 2 threads alternating in one process. Every "
+        "peer's process stays up for the whole section and the rounds interleave: in each "
+        "round every process times its calls in turn, so that all peers meet the same "
+        "machine (it drifts over seconds).",
         "",
         "CPU/wall: process CPU seconds over wall seconds (about `threads` when the threads really "
         "ran in parallel; much less means the machine did not give this process the cores). "
@@ -344,22 +438,10 @@ def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
         "| × qwen4exp | batch == encode |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
-    res = {}
     for n in loaded:
         if loaded[n].encode_batch is None:
             lines.append(f"| all | {n} | | no batch API | | | | | | |")
-            continue
-        job = {"peer": n, "rounds": rounds, "corpora": list(BATCH_CORPORA)}
-        if loaded[n].batch_threads_in_process:
-            log(f"batch: {n} x1, x2 (one process, interleaved)")
-            r = run_child("batch", {**job, "threads": [1, 2]})
-            for t in (1, 2):
-                res[(n, t)] = r.get(str(t), r)
-        else:
-            for t in (1, 2):
-                log(f"batch: {n} x{t} (own process)")
-                r = run_child("batch", {**job, "threads": [t]}, threads=t)
-                res[(n, t)] = r.get(str(t), r)
+    res = run_batch_children(loaded, rounds)
     verdicts = []
     for c in BATCH_CORPORA:
         for (n, threads), r in res.items():
@@ -529,7 +611,7 @@ def parity_section(loaded, ref) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="rounds per measurement (best is kept)")
-    ap.add_argument("--batch-rounds", type=int, default=3)
+    ap.add_argument("--batch-rounds", type=int, default=5)
     ap.add_argument("--long-word-budget", type=float, default=60.0,
                     help="a 200k-character word whose time, extrapolated quadratically from "
                          "the 20k one, exceeds this runs in a subprocess stopped after this long")
@@ -551,7 +633,8 @@ def main(argv=None) -> int:
         elif job["kind"] == "import":
             out = child_import_only()
         elif job["kind"] == "batch":
-            out = child_batch(job["peer"], job["threads"], job["rounds"], job["corpora"])
+            child_batch(job["peer"], job["threads"], job["corpora"])
+            return 0
         else:
             out = child_long_word(job["peer"], job["n"], job["script"])
         print(json.dumps(out))
