@@ -76,20 +76,22 @@ cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int
     return slot.n
 
 
-cdef ShortSlot NO_LOOKUP[2]  # home of pieces with no cache look-up: a key no piece has
+cdef ShortSlot NO_LOOKUP[2]  # home of pieces with no cache look-up: slots no key matches
 NO_LOOKUP[0].k1 = NO_LOOKUP[1].k1 = ~(<uint64_t> 0)
+cdef uint64_t NO_KEY0 = 1    # their key: (NO_KEY0, ~0)
 
 
-cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
-                            const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0, uint64_t *key1,
-                            uint64_t *hashes, const void **homes) noexcept nogil:
+cdef inline void hash_chunk(const PieceCache *c, const ShortSlot *byte_slots, const uint8_t *s, Py_ssize_t n,
+                            Py_ssize_t pos, const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0,
+                            uint64_t *key1, uint64_t *hashes, const void **homes) noexcept nogil:
     """For each piece of a chunk: its key, its hash and the first slot to probe
     in the worker's own cache c (homes[i]; the seed's, seed_home, is only
     needed when that one fails). Short pieces: the packed bytes (key1's top
-    byte is the length); long ones: key0 = the hash, key1 = 0; the others
-    (one byte, or too long to cache) have the key of NO_LOOKUP, their home.
-    The first AHEAD homes are requested; homes[k:k + AHEAD] point at the
-    text, which the encode loop requests too, harmlessly."""
+    byte is the length), and one byte's home is its slot in byte_slots,
+    which always holds it; long ones: key0 = the hash, key1 = 0; the others
+    (too long to cache) have a key no slot holds and NO_LOOKUP as home. The
+    first AHEAD homes are requested; homes[k:k + AHEAD] point at the text,
+    which the encode loop requests too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
     cdef uint64_t h
     cdef ShortSlot *short_slots = c.short_slots   # locals: the stores below may not alias them
@@ -98,19 +100,20 @@ cdef inline void hash_chunk(const PieceCache *c, const uint8_t *s, Py_ssize_t n,
     cdef uint64_t long_mask = c.long_mask
     for i in range(k):
         size = ends[i] - start
-        if 2 <= size <= KEY_INLINE:
+        if size <= KEY_INLINE:
             pack_key(s + start, size, s + n, &key0[i], &key1[i])
             h = key_hash(key0[i], key1[i])
             hashes[i] = h
-            homes[i] = &short_slots[h & short_mask]
-        elif KEY_INLINE < size <= LONG_KEY_MAX:
+            homes[i] = &byte_slots[2 * (key0[i] & 0xFF)] if size == 1 else &short_slots[h & short_mask]
+        elif size <= LONG_KEY_MAX:
             h = hash_bytes(s + start, size)
             key0[i] = hashes[i] = h
             key1[i] = 0
             homes[i] = &long_slots[h & long_mask]
         else:
-            key0[i] = NO_LOOKUP[0].k0
+            key0[i] = NO_KEY0
             key1[i] = NO_LOOKUP[0].k1
+            hashes[i] = 0
             homes[i] = NO_LOOKUP
         start = ends[i]
     for i in range(k, k + AHEAD):
@@ -126,13 +129,63 @@ cdef inline const void *seed_home(const PieceCache *sd, uint64_t h, uint64_t k1)
     return short_home(sd, h)
 
 
-cdef inline bint home_holds(const void *home, uint64_t k0, uint64_t k1) noexcept nogil:
-    """Whether a piece's cache home line answers it at once (a look at the two
-    short slots of the line, or the long slot): hash_chunk's keys."""
+cdef inline const ShortSlot *look_home(const PieceCache *sd, const void *home, uint64_t k0, uint64_t k1,
+                                       uint64_t h) noexcept nogil:
+    """A piece's slot when its home line in the worker's cache holds it (a
+    short piece in one of the line's two slots), else NULL; when the line
+    does not answer it, the seed's slot is requested. hash_chunk's keys."""
     cdef const ShortSlot *s = <const ShortSlot *> home
+    cdef const ShortSlot *f = NULL
     if k1 == 0:
-        return (<const LongSlot *> home).hash == k0
-    return (s[0].k1 == k1 and s[0].k0 == k0) or (s[1].k1 == k1 and s[1].k0 == k0)
+        if (<const LongSlot *> home).hash != k0:
+            q4_pc_prefetch(&sd.long_slots[h & sd.long_mask])
+        return NULL
+    if s[1].k1 == k1 and s[1].k0 == k0:
+        f = &s[1]
+    if s[0].k1 == k1 and s[0].k0 == k0:
+        f = &s[0]
+    if f == NULL:
+        q4_pc_prefetch(short_home(sd, h))
+    return f
+
+
+cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t size, uint64_t k0,
+                            uint64_t k1, uint64_t h, const void *home, int32_t *dst) noexcept nogil:
+    """A piece whose home line did not answer it, keyed by hash_chunk: the
+    rest of the worker's cache, then the shared seed, whose answer the
+    worker then keeps; else bpe_miss merges it (and remembers it in the
+    worker's cache) and a short one is added to the seed too
+    (publish_short), where the other workers (a text's other parts, a
+    batch's other threads) find it instead of merging it again. Returns
+    the number of ids written to dst, or -1 (no memory)."""
+    cdef const PieceCache *sd = w.seed
+    cdef PieceCache *c = &w.cache
+    cdef const ShortSlot *slot = NULL
+    cdef const LongSlot *ls
+    cdef Py_ssize_t got
+    if size <= KEY_INLINE:
+        slot = short_probe(c, <ShortSlot *> home, k0, k1)
+        if slot.k1 != 0:
+            return short_ids(c, slot, dst)
+        slot = shared_probe(sd, short_home(sd, h), k0, k1)
+        if slot.k1 != 0:
+            got = short_ids(sd, slot, dst)
+            store_short(c, k0, k1, h, dst, got)
+            return got
+    elif size <= LONG_KEY_MAX:
+        ls = long_find(c, p, size, k0)
+        if ls.hash != 0:
+            memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
+            return ls.nids
+        ls = long_find(sd, p, size, k0)
+        if ls.hash != 0:
+            memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
+            cache_store(c, p, size, dst, ls.nids)
+            return ls.nids
+    got = bpe_miss(m, w, p, size, dst)
+    if got > 0 and slot != NULL:  # the other workers find it in the seed
+        publish_short(<PieceCache *> sd, <ShortSlot *> slot, k0, k1, dst, got)
+    return got
 
 
 def _cpu_count():
@@ -170,6 +223,7 @@ cdef class NativeTokenizer:
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
     cdef IdInts _id_ints       # the ids' static int objects, for building lists
+    cdef ShortSlot byte_slots[512]  # one byte's home line (hash_chunk): its slot, then one no key matches
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -215,6 +269,11 @@ cdef class NativeTokenizer:
         for i in range(256):
             if byte_ids[i] < 0:
                 raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
+            self.byte_slots[2 * i].k0 = <uint64_t> i
+            self.byte_slots[2 * i].k1 = 1ULL << 56
+            self.byte_slots[2 * i].ids[0] = byte_ids[i]
+            self.byte_slots[2 * i].n = 1
+            self.byte_slots[2 * i + 1].k1 = ~(<uint64_t> 0)
         self._keep = (tb, to)
         self._id_ints = shared_id_ints(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
         self.token_bytes = &tb[0]
@@ -384,85 +443,72 @@ cdef class NativeTokenizer:
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """Pre-tokenize and BPE, a chunk of pieces at a time: split the chunk,
         key each piece and locate its cache slot (hash_chunk), then encode the
-        pieces, requesting each slot AHEAD pieces before its probe so that it
-        has arrived by then. Hits are answered here; misses go to bpe_miss,
-        which merges and remembers them in the worker's cache, and a short
-        one is added to the shared seed too (publish_short), where the
-        other workers (a text's other parts, a batch's other threads) find
-        it instead of merging it again."""
+        pieces. Each piece's slot is requested AHEAD pieces before its turn
+        and looked at LEAD pieces before (look_home), which requests the
+        seed's slot only when the worker's line does not hold the piece; the
+        turn of a piece found there is a copy of its ids. The others take
+        encode_slow."""
         cdef Py_ssize_t ends[CHUNK]
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
         cdef const void *homes[CHUNK + AHEAD]
+        cdef const ShortSlot *found[CHUNK]
         cdef uint64_t hashes[CHUNK]
         cdef const PieceCache *sd = w.seed
         cdef PieceCache *c = &w.cache
-        cdef bint cached = sd != NULL
         cdef const int32_t *byte_ids = self.model.byte_ids
-        cdef Py_ssize_t pos = 0, start, size, i, k, got
-        cdef const ShortSlot *slot
-        cdef const LongSlot *ls
+        cdef Py_ssize_t pos = 0, start, i, j, k, got, resets
+        cdef const ShortSlot *f
         cdef int32_t *dst
         while pos < n:
             k = piece_ends(s, n, pos, self.letters, ends, CHUNK)
-            # Ids never outnumber bytes; IDS_INLINE spare for the 3-id copy of a hit.
-            if idvec_reserve(out, ends[k - 1] - pos + IDS_INLINE) < 0:
+            # Ids never outnumber bytes; 4 spare for the 16-byte copy of a hit.
+            if idvec_reserve(out, ends[k - 1] - pos + 4) < 0:
                 return RC_NO_MEMORY
-            if cached:
-                hash_chunk(c, s, n, pos, ends, k, key0, key1, hashes, homes)
-                for i in range(min(k, LEAD)):
-                    q4_pc_prefetch(seed_home(sd, hashes[i], key1[i]))
-            start = pos
             dst = out.data + out.len
-            for i in range(k):
-                size = ends[i] - start
-                if cached:
-                    q4_pc_prefetch(homes[i + AHEAD])
-                    if i + LEAD < k and not home_holds(homes[i + LEAD], key0[i + LEAD], key1[i + LEAD]):
-                        q4_pc_prefetch(seed_home(sd, hashes[i + LEAD], key1[i + LEAD]))
-                if size == 1:
-                    dst[0] = byte_ids[s[start]]
-                    dst += 1
+            if sd == NULL:  # no caching: every piece merged
+                start = pos
+                for i in range(k):
+                    if ends[i] - start == 1:
+                        dst[0] = byte_ids[s[start]]
+                        got = 1
+                    else:
+                        got = bpe_miss(&self.model, w, s + start, ends[i] - start, dst)
+                        if got < 0:
+                            out.len = dst - out.data
+                            return RC_NO_MEMORY
+                    dst += got
                     start = ends[i]
+                out.len = dst - out.data
+                pos = ends[k - 1]
+                continue
+            hash_chunk(c, self.byte_slots, s, n, pos, ends, k, key0, key1, hashes, homes)
+            for j in range(min(k, LEAD)):
+                found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+            resets = c.resets
+            for i in range(k):
+                q4_pc_prefetch(homes[i + AHEAD])
+                j = i + LEAD
+                if j < k:
+                    found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+                f = found[i]
+                if f != NULL:
+                    memcpy(dst, f.ids, 4 * sizeof(int32_t))  # the 3 inline ids and n: one load
+                    if f.n > IDS_INLINE:
+                        memcpy(dst, c.spill + f.ids[0], <size_t> f.n * sizeof(int32_t))
+                    dst += f.n
                     continue
-                # This worker's cache first (small, mostly in L2), then the shared
-                # seed, whose answer the worker then keeps: both slots were
-                # requested ahead.
-                if cached and size <= KEY_INLINE:
-                    slot = short_probe(c, <ShortSlot *> homes[i], key0[i], key1[i])
-                    if slot.k1 != 0:
-                        dst += short_ids(c, slot, dst)
-                        start = ends[i]
-                        continue
-                    slot = shared_probe(sd, short_home(sd, hashes[i]), key0[i], key1[i])
-                    if slot.k1 != 0:
-                        got = short_ids(sd, slot, dst)
-                        store_short(c, key0[i], key1[i], hashes[i], dst, got)
-                        dst += got
-                        start = ends[i]
-                        continue
-                elif cached and size <= LONG_KEY_MAX:
-                    ls = long_find(c, s + start, size, key0[i])
-                    if ls.hash != 0:
-                        memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
-                        dst += ls.nids
-                        start = ends[i]
-                        continue
-                    ls = long_find(sd, s + start, size, key0[i])
-                    if ls.hash != 0:
-                        memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
-                        cache_store(c, s + start, size, dst, ls.nids)
-                        dst += ls.nids
-                        start = ends[i]
-                        continue
-                got = bpe_miss(&self.model, w, s + start, size, dst)
+                start = ends[i - 1] if i else pos
+                got = encode_slow(&self.model, w, s + start, ends[i] - start, key0[i], key1[i], hashes[i],
+                                  homes[i], dst)
                 if got < 0:
                     out.len = dst - out.data
                     return RC_NO_MEMORY
-                if cached and size <= KEY_INLINE:  # the other workers find it in the seed
-                    publish_short(<PieceCache *> sd, <ShortSlot *> slot, key0[i], key1[i], dst, got)
                 dst += got
-                start = ends[i]
+                if c.resets != resets:  # the worker's cache was emptied: the slots found ahead are gone
+                    resets = c.resets
+                    for j in range(i + 1, min(k, i + 1 + LEAD)):
+                        found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
             out.len = dst - out.data
             pos = ends[k - 1]
         return RC_OK

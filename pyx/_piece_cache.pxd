@@ -52,6 +52,7 @@ cdef struct PieceCache:
     Py_ssize_t long_count
     Py_ssize_t long_limit
     Py_ssize_t publish_room # the seed: short pieces workers may still add (publish_short); 0 elsewhere
+    Py_ssize_t resets       # times the short table was emptied (slots found before then are gone)
 
 
 cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
@@ -115,10 +116,25 @@ cdef extern from *:
     bint q4_pc_claim(uint64_t *p) nogil
 
 
+cdef extern from *:
+    """
+    /* pack_key's masks by piece length: the bytes of word 0 and of word 1. */
+    static const uint64_t q4_pc_mask0[16] = {
+        0, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFFFULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL};
+    static const uint64_t q4_pc_mask1[16] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFULL};
+    """
+    const uint64_t *q4_pc_mask0
+    const uint64_t *q4_pc_mask1
+
+
 cdef inline void pack_key(const uint8_t *p, Py_ssize_t n, const uint8_t *end, uint64_t *k0,
                           uint64_t *k1) noexcept nogil:
     """The key of piece p[0:n], 1 <= n <= KEY_INLINE; bytes up to `end` may be
-    read (16 at once when there are that many, without a call)."""
+    read (16 at once when there are that many, without a call). Masks from a
+    table, not a branch on the length: lengths mix unpredictably."""
     cdef uint8_t buf[16]
     cdef uint64_t a, b
     if end - p >= 16:
@@ -129,13 +145,8 @@ cdef inline void pack_key(const uint8_t *p, Py_ssize_t n, const uint8_t *end, ui
         memcpy(buf, p, <size_t> n)
         a = q4_pc_load8(buf)
         b = q4_pc_load8(buf + 8)
-    if n < 8:
-        a &= (1ULL << (8 * n)) - 1
-        b = 0
-    else:
-        b &= (1ULL << (8 * (n - 8))) - 1  # n == 8: nothing
-    k0[0] = a
-    k1[0] = b | (<uint64_t> n << 56)
+    k0[0] = a & q4_pc_mask0[n]
+    k1[0] = (b & q4_pc_mask1[n]) | (<uint64_t> n << 56)
 
 
 cdef inline uint64_t key_hash(uint64_t k0, uint64_t k1) noexcept nogil:

@@ -63,6 +63,7 @@ cdef void reset_short(PieceCache *c) noexcept nogil:
     own when it fills, so a run of long words keeps the short ones."""
     memset(c.short_slots, 0, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))
     c.short_count = c.spill_len = 0
+    c.resets += 1
 
 
 cdef void reset_long(PieceCache *c) noexcept nogil:
