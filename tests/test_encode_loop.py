@@ -1,0 +1,67 @@
+"""The encode loop's look-ahead (docs/ARCHITECTURE.md, "Step by step"): each
+piece's slot in the worker's cache is looked at 8 pieces before its turn,
+and a piece found there is answered by a copy of the slot's ids. These
+tests hold the cases where a slot looked at ahead could be stale or wrong:
+the worker's cache emptied between the look and the turn, one-byte pieces
+(answered from the tokenizer's byte table), pieces repeated within the
+look-ahead window, and chunk boundaries. Every result is compared with HF."""
+
+import random
+
+import pytest
+
+import qwen4exp
+from _both_vocabularies import hf_plain, vocab  # noqa: F401  (fixtures: both vocabularies)
+from test_seed_sharing import novel_words
+
+
+def _hf(hf_plain, text):  # noqa: F811
+    return hf_plain.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("cache_size", [1, 2, 5, 8, 13])
+def test_cache_emptied_between_the_look_and_the_turn(cache_size, vocab, hf_plain):  # noqa: F811
+    """A tiny worker cache is emptied by almost every store. Known words sit
+    a few pieces after new ones, so their slots are looked at before the new
+    words' stores empty the cache: they must be looked at again."""
+    tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
+    rng = random.Random(cache_size)
+    common = ["the", "and", "of", "to", "in", "is", "for", "on"]
+    parts = []
+    for word in novel_words(600, cache_size):
+        parts.append(word)
+        parts += rng.sample(common, rng.randint(1, 7))
+    text = " ".join(parts)
+    want = _hf(hf_plain, text)
+    assert tok.encode(text) == want
+    assert tok.encode(text) == want  # again, with whatever the cache kept
+
+
+def test_every_ascii_character_as_a_one_byte_piece(vocab, hf_plain):  # noqa: F811
+    """One-byte pieces come from the byte table: every ASCII character alone
+    and in runs with pieces of every other length around it."""
+    tok = qwen4exp.Tokenizer(vocab)
+    chars = [chr(c) for c in range(128)]
+    texts = ["".join(chars), " ".join(chars), "x".join(chars), "\n".join(chars),
+             "".join(c + "word" + c + "1" for c in chars)]
+    for text in texts:
+        assert tok.encode(text) == _hf(hf_plain, text)
+
+
+@pytest.mark.parametrize("cache_size", [3, 65536])
+def test_pieces_repeated_inside_the_window_and_across_chunks(cache_size, vocab, hf_plain):  # noqa: F811
+    """A new word repeated before its first occurrence's turn is looked at
+    while it is not yet cached; texts of many chunks (256 pieces each) put
+    every window position on a chunk boundary."""
+    tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size, encode_threads=1)
+    rng = random.Random(7)
+    words = novel_words(40, 70)
+    for gap in range(1, 10):
+        seq = []
+        for w in words:
+            seq += [w] + ["," for _ in range(gap - 1)] + [w]
+        text = " ".join(seq * 5)
+        assert tok.encode(text) == _hf(hf_plain, text), gap
+    pieces = [rng.choice(words + ["a", "b", " ", "\n", "é", "中文", "x" * 20, "y" * 200]) for _ in range(3000)]
+    text = "".join(pieces)
+    assert tok.encode(text) == _hf(hf_plain, text)
