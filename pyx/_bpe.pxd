@@ -17,6 +17,7 @@ cdef enum:
 cdef enum:
     ID_BITS = 20            # ids and ranks must be < 2**20 (Qwen: 151,669 ids)
     GRID_BITS = 9           # pairs of ids below 2**GRID_BITS are ranked by a dense grid (1 MiB)
+    FILTER_BITS = 21        # the merge table's filter: 2**FILTER_BITS bits (256 KiB)
 
 
 cdef struct BpeModel:
@@ -27,6 +28,8 @@ cdef struct BpeModel:
     uint64_t *slots
     uint64_t mask           # number of slots - 1 (power of two)
     int32_t *grid           # rank of (a, b) at a << GRID_BITS | b for a, b < 2**GRID_BITS; INT32_MAX: none
+    uint64_t *filter        # one bit per hash of a pair (filter_bit), set for every merge's pair:
+                            # a clear bit says "no merge" from a table that stays in L2
     int shift               # 64 - log2(number of slots)
     int32_t *merge_new      # rank -> id of the merged token
     int32_t id_base         # merge_new[r] == r + id_base for every r, or -1

@@ -37,15 +37,24 @@ cdef inline uint64_t pair_key(int32_t a, int32_t b) noexcept nogil:
     return (<uint64_t> a << ID_BITS) | <uint64_t> b
 
 
+cdef inline uint64_t filter_bit(uint64_t key) noexcept nogil:
+    """The filter's bit for a pair key (a hash unrelated to the table's)."""
+    return (key * 0xC2B2AE3D27D4EB4FULL) >> (64 - FILTER_BITS)
+
+
 cdef inline int32_t merge_rank(const BpeModel *m, int32_t a, int32_t b) noexcept nogil:
     """Rank of merging (a, b), INT32_MAX if there is no such merge. Pairs of
     low ids (the bytes and the first merges, which most words begin with) are
-    one load from the dense grid, rows sharing cache lines; others probe the
-    hash table."""
-    cdef uint64_t key, i, slot
+    one load from the dense grid, rows sharing cache lines; others ask the
+    filter, whose clear bit answers most pairs that do not merge (about half
+    of the look-ups in prose) without the table, then probe the hash table."""
+    cdef uint64_t key, i, slot, bit
     if <uint32_t> (a | b) < (1U << GRID_BITS):
         return m.grid[(a << GRID_BITS) | b]
     key = pair_key(a, b)
+    bit = filter_bit(key)
+    if not (m.filter[bit >> 6] >> (bit & 63)) & 1:
+        return INT32_MAX
     i = (key * GOLDEN) >> m.shift
     while True:
         slot = m.slots[i]
@@ -61,6 +70,7 @@ cdef inline void prefetch_rank(const BpeModel *m, int32_t a, int32_t b) noexcept
     if <uint32_t> (a | b) < (1U << GRID_BITS):
         q4_prefetch(&m.grid[(a << GRID_BITS) | b])
     else:
+        q4_prefetch(&m.filter[filter_bit(pair_key(a, b)) >> 6])
         q4_prefetch(&m.slots[(pair_key(a, b) * GOLDEN) >> m.shift])
 
 
@@ -78,7 +88,7 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     cdef uint64_t size = 1024
     cdef int bits = 10
     cdef Py_ssize_t r
-    cdef uint64_t key, i
+    cdef uint64_t key, i, bit
     memset(m, 0, sizeof(BpeModel))
     if n_merges >= <Py_ssize_t> FIELD:
         return -2
@@ -92,7 +102,8 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     m.slots = <uint64_t *> q4_malloc_huge(size * sizeof(uint64_t))
     m.merge_new = <int32_t *> q4_malloc(<size_t> (n_merges + 1) * sizeof(int32_t))
     m.grid = <int32_t *> q4_malloc(<size_t> (1 << (2 * GRID_BITS)) * sizeof(int32_t))
-    if m.slots == NULL or m.merge_new == NULL or m.grid == NULL:
+    m.filter = <uint64_t *> q4_malloc_huge(<size_t> (1 << FILTER_BITS) // 8)
+    if m.slots == NULL or m.merge_new == NULL or m.grid == NULL or m.filter == NULL:
         bpe_model_free(m)
         return -1
     memset(m.slots, 0xFF, size * sizeof(uint64_t))
@@ -115,6 +126,8 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
         if m.slots[i] != EMPTY_SLOT:
             continue  # a repeated merge keeps its first (lowest) rank, as HF does
         m.slots[i] = (key << ID_BITS) | <uint64_t> r
+        bit = filter_bit(key)
+        m.filter[bit >> 6] |= 1ULL << (bit & 63)
         if <uint32_t> (merges[3 * r] | merges[3 * r + 1]) < (1U << GRID_BITS):
             m.grid[(merges[3 * r] << GRID_BITS) | merges[3 * r + 1]] = <int32_t> r
     return 0
@@ -265,11 +278,13 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free_huge(m.slots, <size_t> (m.mask + 1) * sizeof(uint64_t))
     q4_free(m.merge_new)
     q4_free(m.grid)
+    q4_free_huge(m.filter, <size_t> (1 << FILTER_BITS) // 8)
     q4_free(m.whole)
     char_atoms_free(&m.atoms)
     m.slots = NULL
     m.merge_new = NULL
     m.grid = NULL
+    m.filter = NULL
     m.whole = NULL
 
 
