@@ -28,17 +28,16 @@ from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, convert_fn, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge, bpe_miss)
-from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
-                                    LONG_IDS_MAX, cache_init, cache_free, cache_store, store_short, pack_key, key_hash,
-                                    short_home, short_probe, hash_bytes, long_find, long_ids,
-                                    prefetch_home, q4_pc_prefetch, shared_probe, publish_short)
+                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_miss)
+from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, q4_pc_prefetch
+from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
+from qwen4exp._seed cimport build_seed
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
-from qwen4exp._geometry cimport GeoError, check_geometry, utf8_invalid_at
-from qwen4exp._normalize cimport utf8_is_nfc, utf8_nfc
-from qwen4exp._pretokenize cimport piece_end, piece_ends
+from qwen4exp._geometry cimport GeoError, check_geometry
+from qwen4exp._normalize cimport utf8_nfc
+from qwen4exp._pretokenize cimport piece_ends
 from qwen4exp._parts cimport split_points
 from qwen4exp._unicode cimport Q4_L, Q4_M
 from qwen4exp._pylist cimport IdInts, idvec_to_list, fill_items
@@ -53,139 +52,6 @@ cdef enum:
                             # (tuned on fresh documents: 256-1024 alike, 2048 and up slower)
     SPLIT_PART = 2048       # into parts of at least this many bytes, up to 4 per thread (balance)
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
-    SEED_AHEAD = 16         # build_seed: a token's slot is requested this many stores before it
-    AHEAD = 16              # a piece's cache slot is requested this many pieces before its probe
-    LEAD = 8                # and its seed slot this many, unless its cache line already holds it
-
-
-cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef uint8_t acc = 0
-    for i in range(n):
-        acc |= p[i]
-    return acc < 0x80
-
-
-cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int32_t *dst) noexcept nogil:
-    """Copy a found short slot's ids to dst (3 at once when inline: dst has
-    room); returns how many there are."""
-    if slot.n <= IDS_INLINE:
-        memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
-    else:
-        memcpy(dst, c.spill + slot.ids[0], <size_t> slot.n * sizeof(int32_t))
-    return slot.n
-
-
-cdef ShortSlot NO_LOOKUP[2]  # home of pieces with no cache look-up: slots no key matches
-NO_LOOKUP[0].k1 = NO_LOOKUP[1].k1 = ~(<uint64_t> 0)
-cdef uint64_t NO_KEY0 = 1    # their key: (NO_KEY0, ~0)
-
-
-cdef inline void hash_chunk(const PieceCache *c, const ShortSlot *byte_slots, const uint8_t *s, Py_ssize_t n,
-                            Py_ssize_t pos, const Py_ssize_t *ends, Py_ssize_t k, uint64_t *key0,
-                            uint64_t *key1, uint64_t *hashes, const void **homes) noexcept nogil:
-    """For each piece of a chunk: its key, its hash and the first slot to probe
-    in the worker's own cache c (homes[i]; the seed's, seed_home, is only
-    needed when that one fails). Short pieces: the packed bytes (key1's top
-    byte is the length), and one byte's home is its slot in byte_slots,
-    which always holds it; long ones: key0 = the hash, key1 = 0; the others
-    (too long to cache) have a key no slot holds and NO_LOOKUP as home. The
-    first AHEAD homes are requested; homes[k:k + AHEAD] point at the text,
-    which the encode loop requests too, harmlessly."""
-    cdef Py_ssize_t i, size, start = pos
-    cdef uint64_t h
-    cdef ShortSlot *short_slots = c.short_slots   # locals: the stores below may not alias them
-    cdef uint64_t short_mask = c.short_mask & ~(<uint64_t> 1)
-    cdef LongSlot *long_slots = c.long_slots
-    cdef uint64_t long_mask = c.long_mask
-    for i in range(k):
-        size = ends[i] - start
-        if size <= KEY_INLINE:
-            pack_key(s + start, size, s + n, &key0[i], &key1[i])
-            h = key_hash(key0[i], key1[i])
-            hashes[i] = h
-            homes[i] = &byte_slots[2 * (key0[i] & 0xFF)] if size == 1 else &short_slots[h & short_mask]
-        elif size <= LONG_KEY_MAX:
-            h = hash_bytes(s + start, size)
-            key0[i] = hashes[i] = h
-            key1[i] = 0
-            homes[i] = &long_slots[h & long_mask]
-        else:
-            key0[i] = NO_KEY0
-            key1[i] = NO_LOOKUP[0].k1
-            hashes[i] = 0
-            homes[i] = NO_LOOKUP
-        start = ends[i]
-    for i in range(k, k + AHEAD):
-        homes[i] = s
-    for i in range(min(k, AHEAD)):
-        q4_pc_prefetch(homes[i])
-
-
-cdef inline const void *seed_home(const PieceCache *sd, uint64_t h, uint64_t k1) noexcept nogil:
-    """The seed's first slot for a piece of hash h (short or long: k1 == 0)."""
-    if k1 == 0:
-        return &sd.long_slots[h & sd.long_mask]
-    return short_home(sd, h)
-
-
-cdef inline const ShortSlot *look_home(const PieceCache *sd, const void *home, uint64_t k0, uint64_t k1,
-                                       uint64_t h) noexcept nogil:
-    """A piece's slot when its home line in the worker's cache holds it (a
-    short piece in one of the line's two slots), else NULL; when the line
-    does not answer it, the seed's slot is requested. hash_chunk's keys."""
-    cdef const ShortSlot *s = <const ShortSlot *> home
-    cdef const ShortSlot *f = NULL
-    if k1 == 0:
-        if (<const LongSlot *> home).hash != k0:
-            q4_pc_prefetch(&sd.long_slots[h & sd.long_mask])
-        return NULL
-    if s[1].k1 == k1 and s[1].k0 == k0:
-        f = &s[1]
-    if s[0].k1 == k1 and s[0].k0 == k0:
-        f = &s[0]
-    if f == NULL:
-        q4_pc_prefetch(short_home(sd, h))
-    return f
-
-
-cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t size, uint64_t k0,
-                            uint64_t k1, uint64_t h, const void *home, int32_t *dst) noexcept nogil:
-    """A piece whose home line did not answer it, keyed by hash_chunk: the
-    rest of the worker's cache, then the shared seed, whose answer the
-    worker then keeps; else bpe_miss merges it (and remembers it in the
-    worker's cache) and a short one is added to the seed too
-    (publish_short), where the other workers (a text's other parts, a
-    batch's other threads) find it instead of merging it again. Returns
-    the number of ids written to dst, or -1 (no memory)."""
-    cdef const PieceCache *sd = w.seed
-    cdef PieceCache *c = &w.cache
-    cdef const ShortSlot *slot = NULL
-    cdef const LongSlot *ls
-    cdef Py_ssize_t got
-    if size <= KEY_INLINE:
-        slot = short_probe(c, <ShortSlot *> home, k0, k1)
-        if slot.k1 != 0:
-            return short_ids(c, slot, dst)
-        slot = shared_probe(sd, short_home(sd, h), k0, k1)
-        if slot.k1 != 0:
-            got = short_ids(sd, slot, dst)
-            store_short(c, k0, k1, h, dst, got)
-            return got
-    elif size <= LONG_KEY_MAX:
-        ls = long_find(c, p, size, k0)
-        if ls.hash != 0:
-            memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
-            return ls.nids
-        ls = long_find(sd, p, size, k0)
-        if ls.hash != 0:
-            memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
-            cache_store(c, p, size, dst, ls.nids)
-            return ls.nids
-    got = bpe_miss(m, w, p, size, dst)
-    if got > 0 and slot != NULL:  # the other workers find it in the seed
-        publish_short(<PieceCache *> sd, <ShortSlot *> slot, k0, k1, dst, got)
-    return got
 
 
 def _cpu_count():
@@ -223,7 +89,7 @@ cdef class NativeTokenizer:
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
     cdef IdInts _id_ints       # the ids' static int objects, for building lists
-    cdef ShortSlot byte_slots[512]  # one byte's home line (hash_chunk): its slot, then one no key matches
+    cdef ShortSlot fixed_homes[FIXED_SLOTS]  # the homes of one-byte and uncached pieces (_lookup)
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -269,11 +135,7 @@ cdef class NativeTokenizer:
         for i in range(256):
             if byte_ids[i] < 0:
                 raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
-            self.byte_slots[2 * i].k0 = <uint64_t> i
-            self.byte_slots[2 * i].k1 = 1ULL << 56
-            self.byte_slots[2 * i].ids[0] = byte_ids[i]
-            self.byte_slots[2 * i].n = 1
-            self.byte_slots[2 * i + 1].k1 = ~(<uint64_t> 0)
+        fill_fixed_homes(self.fixed_homes, byte_ids)
         self._keep = (tb, to)
         self._id_ints = shared_id_ints(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
         self.token_bytes = &tb[0]
@@ -288,7 +150,9 @@ cdef class NativeTokenizer:
                 i = bpe_model_char_atoms(&self.model, &mg[0, 0] if mg.shape[0] else NULL, &tb[0], &to[0],
                                          self.n_vocab)
             if i == 0 and j == 0 and cache_words > 0:
-                i = self.build_seed(flag_ptr)
+                i = build_seed(&self.seed, &self.model, &tb[0], &to[0], self.n_vocab, self.letters, flag_ptr)
+                self.seed_words = self.seed.short_count + self.seed.long_count
+                self.seed_room = self.seed.publish_room
         if i == -2:
             raise ValueError("vocabulary too large: ids and merges must be below 2**20")
         if i < 0 or j < 0:
@@ -362,84 +226,6 @@ cdef class NativeTokenizer:
 
     # -- the nogil loops ---------------------------------------------------------
 
-    cdef int build_seed(self, const uint8_t *flags) noexcept nogil:
-        """Fill self.seed: every token spelling that is one whole piece (valid
-        UTF-8, NFC, pre-tokenized as itself, 2..LONG_KEY_MAX bytes) valued
-        with what merging it gives; built once, then read by every worker and
-        added to by them (publish_short).
-        A first word is then found by lookup when it is a token, as most are.
-        flags (NULL: none): the tokens known to merge back into themselves,
-        taken without merging. 0, or -1 if allocation fails."""
-        cdef Worker tmp
-        cdef IdVec ids
-        cdef int64_t *ends = <int64_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int64_t))
-        cdef int32_t *cand = <int32_t *> q4_malloc(<size_t> (self.n_vocab + 1) * sizeof(int32_t))
-        cdef int rc = -1
-        memset(&ids, 0, sizeof(IdVec))
-        if cand != NULL and ends != NULL and worker_init(&tmp, NULL, 0) == 0:
-            rc = self.fill_seed(&tmp, &ids, cand, ends, flags)
-            worker_free(&tmp)
-        idvec_free(&ids)
-        q4_free(cand)
-        q4_free(ends)
-        return rc
-
-    cdef int fill_seed(self, Worker *tmp, IdVec *ids, int32_t *cand, int64_t *ends,
-                       const uint8_t *flags) noexcept nogil:
-        """build_seed's work: merge the candidates into ids (cand: their token
-        ids, ends: where each one's ids end), then size and fill the seed."""
-        cdef Py_ssize_t t, n, k, m = 0, n_short = 0, n_long = 0, spill = 0, pool = 0
-        cdef const uint8_t *p
-        for t in range(self.n_vocab):
-            p = self.token_bytes + self.token_offsets[t]
-            n = self.token_offsets[t + 1] - self.token_offsets[t]
-            if n < 2 or n > LONG_KEY_MAX:
-                continue
-            if not is_ascii(p, n) and (utf8_invalid_at(p, n) >= 0 or not utf8_is_nfc(p, n)):
-                continue  # (ASCII is valid UTF-8 and NFC)
-            if piece_end(p, n, 0, self.letters) != n:
-                continue
-            if idvec_reserve(ids, n) < 0:
-                return -1
-            if flags != NULL and flags[t]:
-                ids.data[ids.len] = <int32_t> t
-                k = 1
-            else:
-                k = bpe_merge(&self.model, tmp, p, n, ids.data + ids.len)
-                if k < 0:
-                    return -1
-            ids.len += k
-            cand[m] = <int32_t> t
-            ends[m] = ids.len
-            m += 1
-            if n <= KEY_INLINE:
-                n_short += 1
-                spill += k if k > IDS_INLINE else 0
-            elif k <= LONG_IDS_MAX:
-                n_long += 1
-                pool += ((n + 3) & ~3) + 4 * k
-        # Sized at twice its entries (load <= 1/3 short, 1/4 long): every
-        # piece a worker's own cache lacks is looked for in the seed, and a
-        # sparse table tells a piece it lacks in about one probe, within the
-        # line requested. Workers add the short pieces they merge until it is
-        # half full (publish_short), with spill room for 4 ids each.
-        if cache_init(&self.seed, 2 * n_short + 1, 2 * n_long + 1, spill + 2 * n_short + 64, pool) < 0:
-            return -1
-        for k in range(m):
-            if k + SEED_AHEAD < m:  # the stores land at random in a large table
-                t = cand[k + SEED_AHEAD]
-                prefetch_home(&self.seed, self.token_bytes + self.token_offsets[t],
-                              self.token_offsets[t + 1] - self.token_offsets[t])
-            t = cand[k]
-            p = self.token_bytes + self.token_offsets[t]
-            n = self.token_offsets[t + 1] - self.token_offsets[t]
-            cache_store(&self.seed, p, n, ids.data + (ends[k - 1] if k else 0),
-                        ends[k] - (ends[k - 1] if k else 0))
-        self.seed_words = self.seed.short_count + self.seed.long_count
-        self.seed.publish_room = max(0, <Py_ssize_t> (self.seed.short_mask + 1) // 2 - self.seed.short_count)
-        self.seed_room = self.seed.publish_room
-        return 0
-
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """Pre-tokenize and BPE, a chunk of pieces at a time: split the chunk,
         key each piece and locate its cache slot (hash_chunk), then encode the
@@ -482,7 +268,7 @@ cdef class NativeTokenizer:
                 out.len = dst - out.data
                 pos = ends[k - 1]
                 continue
-            hash_chunk(c, self.byte_slots, s, n, pos, ends, k, key0, key1, hashes, homes)
+            hash_chunk(c, self.fixed_homes, s, n, pos, ends, k, key0, key1, hashes, homes)
             for j in range(min(k, LEAD)):
                 found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
             resets = c.resets
