@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, convert_fn, new_streams, free_streams, run_streams
+from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, convert_fn, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_miss)
@@ -36,7 +36,7 @@ from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
 from qwen4exp._geometry cimport GeoError, check_geometry
-from qwen4exp._normalize cimport utf8_nfc
+from qwen4exp._normalize cimport utf8_nfc, utf8_stable_at
 from qwen4exp._pretokenize cimport piece_ends
 from qwen4exp._parts cimport split_points
 from qwen4exp._unicode cimport Q4_L, Q4_M
@@ -81,6 +81,7 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t n_vocab
     cdef readonly Py_ssize_t cache_words
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
+    cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
     cdef PieceCache seed       # shared by every worker, asked after its own cache; workers add only through publish_short (empty when cache_words is 0)
     cdef readonly Py_ssize_t seed_words
@@ -368,25 +369,44 @@ cdef class NativeTokenizer:
             idvec_free(&out)
 
     cdef list encode_parts(self, str text):
-        """encode() on up to encode_threads threads (the crew's): NFC over the whole
-        text first, then parts cut where split_points finds a boundary that
-        is both a piece boundary and a stable NFC boundary. The pre-tokenizer
-        decides a piece from where it starts, and BPE works piece by piece,
-        so the parts' ids joined are the text's ids; each part of an NFC text
-        cut before a starter is NFC itself (docs/ARCHITECTURE.md, "Texts
-        across threads")."""
-        cdef Py_ssize_t n, m, k, count, total, at
+        """encode() on up to encode_threads threads (the crew's): the text is
+        cut into parts where split_points finds a boundary that is a piece
+        boundary; the pre-tokenizer decides a piece from where it starts, and
+        BPE works piece by piece, so the parts' ids joined are the text's ids
+        (docs/ARCHITECTURE.md, "Texts across threads"). That holds for the
+        NFC text. When every cut is before a stable starter, NFC of the text
+        is NFC of each part joined, so each worker checks its own part in
+        parallel (STREAM_PART); a text whose parts all come back unchanged is
+        NFC and its parts are those of its NFC. Else, or when a part would
+        change, the text is normalized whole first and cut again."""
+        cdef Py_ssize_t n, m
         cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
         cdef unsigned char *normal = NULL
-        cdef Stream *streams = NULL
-        cdef int64_t *bounds = NULL
-        cdef list out
+        cdef list out = self.encode_cut(s, n, STREAM_PART)
+        if out is not None:
+            return out
+        self.parts_redone += 1
         with nogil:
             m = utf8_nfc(s, n, &normal)
         if m < 0:
             raise MemoryError("out of memory while normalizing")
-        if normal != NULL:
-            s, n = normal, m
+        try:
+            if normal != NULL:
+                s, n = normal, m
+            return self.encode_cut(s, n, STREAM_NFC)
+        finally:
+            q4_free(normal)
+
+    cdef list encode_cut(self, const uint8_t *s, Py_ssize_t n, Py_ssize_t mode):
+        """encode_parts' run: cut s into parts, encode them on the crew and join
+        their ids into one list. mode STREAM_NFC: s is NFC; STREAM_PART: s may
+        not be, and None is returned, nothing encoded, when a cut is not
+        before a stable starter, or after the run when a part is not NFC."""
+        cdef Py_ssize_t k, count, total, at
+        cdef Stream *streams = NULL
+        cdef int64_t *bounds = NULL
+        cdef bint whole = True
+        cdef list out
         try:
             count = max(2, min(4 * self.encode_threads, n // SPLIT_PART))
             bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
@@ -394,14 +414,23 @@ cdef class NativeTokenizer:
                 raise MemoryError("out of memory while splitting a text")
             with nogil:
                 count = split_points(s, n, count, self.letters, bounds)
+                if mode == STREAM_PART:
+                    for k in range(1, count):
+                        if not utf8_stable_at(s, n, bounds[k]):
+                            whole = False
+                            break
+            if not whole:
+                return None
             streams = new_streams(count)
             for k in range(count):
                 streams[k].data = s + bounds[k]
                 streams[k].n = bounds[k + 1] - bounds[k]
-                streams[k].m = STREAM_NFC  # the whole text is NFC: so is each part
+                streams[k].m = mode
             self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART)
             total = 0
             for k in range(count):
+                if streams[k].renormalize:
+                    return None
                 total += streams[k].ids.len
             out = PyList_New(total)
             at = 0
@@ -413,7 +442,6 @@ cdef class NativeTokenizer:
             if streams != NULL:
                 free_streams(streams, count)
             q4_free(bounds)
-            q4_free(normal)
 
     def part_bounds(self, bytes data, Py_ssize_t count):
         """Test hook: the part boundaries encode_parts would use for NFC UTF-8
@@ -693,7 +721,16 @@ def common_prefix(bytes a, bytes b):
 
 cdef int encode_one(void *ctx, Worker *w, Stream *st) noexcept nogil:
     """The scheduler's encode callback: one stream, DATA text or segmented."""
+    cdef unsigned char *normal = NULL
     if st.m == STREAM_NFC:
+        return (<NativeTokenizer> ctx).encode_pieces(w, st.data, st.n, &st.ids)
+    if st.m == STREAM_PART:
+        if utf8_nfc(st.data, st.n, &normal) < 0:
+            return RC_NO_MEMORY
+        if normal != NULL:  # NFC changes this part: encode_parts normalizes the whole text instead
+            q4_free(normal)
+            st.renormalize = 1
+            return RC_OK
         return (<NativeTokenizer> ctx).encode_pieces(w, st.data, st.n, &st.ids)
     if st.m < 0:
         return (<NativeTokenizer> ctx).encode_data(w, st.data, st.n, &st.ids)

@@ -10,7 +10,7 @@ segments normalize independently. A segment that passes the quick check is
 copied as bytes; any other one is decomposed, canonically ordered (a stable
 counting sort for long runs of marks) and recomposed.
 """
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memcmp, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
@@ -176,6 +176,18 @@ cdef inline unsigned char *_encode(unsigned char *o, uint32_t cp) noexcept nogil
     o[2] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
     o[3] = <unsigned char>(0x80 | (cp & 0x3F))
     return o + 4
+
+
+cdef bint utf8_stable_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
+    cdef uint32_t cp
+    cdef const q4_nf_rec *rec
+    if p >= n:
+        return False
+    if s[p] < 0x80:
+        return True
+    cp = _decode(s, &p)
+    rec = q4_nf_rec_of(cp)
+    return (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0
 
 
 cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil:
@@ -466,3 +478,17 @@ def is_nfc(str s):
     with nogil:
         r = utf8_is_nfc(p, n)
     return r
+
+
+def stable_at(bytes data, const int64_t[::1] offsets):
+    """utf8_stable_at of valid UTF-8 `data` at each offset (test hook): a
+    numpy bool array."""
+    import numpy
+    cdef const unsigned char *p = data
+    cdef Py_ssize_t n = len(data), k
+    out = numpy.zeros(offsets.shape[0], dtype=numpy.bool_)
+    cdef unsigned char[::1] view = out.view(numpy.uint8)
+    with nogil:
+        for k in range(offsets.shape[0]):
+            view[k] = utf8_stable_at(p, n, offsets[k])
+    return out

@@ -10,6 +10,8 @@ from qwen4exp._bpe cimport Worker
 cdef enum:
     STREAM_TEXT = -1        # Stream.m: plain DATA text
     STREAM_NFC = -2         # plain DATA text known to be NFC already
+    STREAM_PART = -3        # a part of a DATA text cut before a stable starter: encoded when NFC leaves it
+                            # as it is, else `renormalize` is set and no ids are made
 
 cdef struct Stream:
     # One unit of batch work: input bytes (plain DATA text when m < 0, see
@@ -26,6 +28,7 @@ cdef struct Stream:
     int rc
     GeoError geo
     Py_ssize_t bad
+    int renormalize         # STREAM_PART: NFC would change this part (its ids were not made)
     int done                # set (release) once ids/rc are final
 
 # Encode one stream into st.ids / st.rc (a Fault, pyx/_faults.pxd).

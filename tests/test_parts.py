@@ -100,6 +100,65 @@ def test_cuts_around_every_mark_and_non_ascii_bmp_letter(tok, split, hf_nfc):
     _check_scalars(tok, split, hf_nfc, [cp for cp in SCALARS if 0x300 <= cp < 0x10000])
 
 
+def check_raw_cuts(tok, hf_nfc, text: str) -> int:
+    """The cuts the rule allows in text as it is (not normalized) that are
+    before a stable starter (what encode_parts checks before encoding parts
+    it has not normalized) leave parts whose NFCs joined are NFC(text), and
+    a text whose parts NFC leaves unchanged is NFC itself; returns how many
+    such cuts there are."""
+    from qwen4exp import _normalize
+
+    data = text.encode()
+    cuts = np.array(tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
+    cuts = cuts[_normalize.stable_at(data, cuts)]
+    bounds = [0, *cuts.tolist(), len(data)]
+    parts = [data[a:b].decode() for a, b in zip(bounds, bounds[1:])]
+    normal = [hf_nfc(p) for p in parts]
+    assert "".join(normal) == hf_nfc(text)
+    if normal == parts:
+        assert hf_nfc(text) == text
+    return len(cuts)
+
+
+@pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
+def test_stable_cuts_around_every_non_ascii_bmp_scalar(tok, hf_nfc):
+    """Every scalar value of the BMP from U+0300 in the contexts above, text
+    not normalized first (both patterns; Qwen3 under slow, as its cuts are
+    the same outside marks)."""
+    scalars = [cp for cp in SCALARS if 0x300 <= cp < 0x10000]
+    total = 0
+    for k in range(0, len(scalars), 1 << 16):
+        total += check_raw_cuts(tok, hf_nfc, "".join(CONTEXT.format(c=chr(cp)) for cp in scalars[k:k + (1 << 16)]))
+    assert total > len(scalars)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_stable_cuts_hypothesis(tok, hf_nfc, text):
+    check_raw_cuts(tok, hf_nfc, text)
+
+
+def test_parts_are_checked_for_nfc_in_parallel(tok, hf_plain):
+    """An NFC text is cut as it is and each thread checks its own part; a text
+    NFC would change, or cut before a character that is not a stable
+    starter, is normalized whole first (parts_redone counts those)."""
+    import unicodedata
+
+    docs = list(corpora.DOCUMENTS["multilingual"]())
+    text = "".join(docs[:40])
+    assert len(text.encode()) > 8 * 2048
+    before = tok._native.parts_redone
+    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+    assert tok._native.parts_redone == before
+    late = len(text) * 7 // 8
+    for changed in (text[:late] + "e\u0301" + text[late:],            # a part NFC changes
+                    unicodedata.normalize("NFD", text),
+                    ("word\u2000" * 4000)):                            # cuts before U+2000 (NFC: U+2002)
+        assert tok.encode(changed) == hf_plain.encode(changed, add_special_tokens=False).ids
+        assert tok._native.parts_redone == before + 1
+        before += 1
+
+
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
 def test_cuts_in_corpora(tok, split, hf_nfc, name):
     text = getattr(corpora, f"{name}_corpus")()
