@@ -39,6 +39,7 @@ HUGE = 10**15
 NON_NFC = ("e\u0301 cafe\u0301 \u1100\u1161\u11a8 A\u030a \u0958 \u212b " * 300)[:6000]
 WORD_300 = "x" * 150 + "y" * 100 + "z" * 50
 LONG_WORD = "ab" * 2500  # 5,000-byte piece: heap path with big scratch
+NFC_PARTS = "hello world, it's me. \u4e2d\u6587 caf\u00e9 " * 400  # NFC, cut in parts each thread checks
 TEXTS = [NON_NFC, WORD_300, "hello world, it's me. " * 50, "abc", "", "\u4e2d\u6587" * 200]
 
 
@@ -63,6 +64,10 @@ def _call_encode_nfc(tok):
 
 def _call_encode_word(tok):
     return tok.encode(WORD_300)
+
+
+def _call_encode_nfc_parts(tok):
+    return tok.encode(NFC_PARTS)
 
 
 def _call_encode_long_word(tok):
@@ -91,6 +96,7 @@ def _call_chat(tok):
 
 CALLS = {
     "encode_non_nfc": _call_encode_nfc,
+    "encode_nfc_parts": _call_encode_nfc_parts,
     "encode_300_byte_word": _call_encode_word,
     "encode_5000_byte_word": _call_encode_long_word,
     "count": _call_count,
