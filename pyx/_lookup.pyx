@@ -38,12 +38,13 @@ cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_s
     cdef const ShortSlot *slot = NULL
     cdef const LongSlot *ls
     cdef Py_ssize_t got
+    cdef bint hit
     if size <= KEY_INLINE:
         slot = short_probe(c, <ShortSlot *> home, k0, k1)
         if slot.k1 != 0:
             return short_ids(c, slot, dst)
-        slot = shared_probe(sd, short_home(sd, h), k0, k1)
-        if slot.k1 != 0:
+        slot = shared_probe(sd, short_home(sd, h), k0, k1, &hit)
+        if hit:
             got = short_ids(sd, slot, dst)
             store_short(c, k0, k1, h, dst, got)
             return got

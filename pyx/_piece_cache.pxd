@@ -168,13 +168,21 @@ cdef inline ShortSlot *short_probe(const PieceCache *c, ShortSlot *s, uint64_t k
     return s
 
 
-cdef inline ShortSlot *shared_probe(const PieceCache *c, ShortSlot *s, uint64_t k0, uint64_t k1) noexcept nogil:
+cdef inline ShortSlot *shared_probe(const PieceCache *c, ShortSlot *s, uint64_t k0, uint64_t k1,
+                                    bint *hit) noexcept nogil:
     """short_probe in the seed, which other threads may be adding to: each
-    slot's k1 is read first, with acquire order, so a slot found is whole."""
+    slot's k1 is read first, with acquire order, so a slot found is whole.
+    *hit says which of the two the returned slot is, from that one read: the
+    caller must not look at k1 again, since another thread may claim a free
+    slot at any moment (and fill it with another key, or not yet at all)."""
     cdef uint64_t seen
     while True:
         seen = q4_pc_load_acquire(&s.k1)
-        if seen == 0 or (seen == k1 and s.k0 == k0):
+        if seen == 0:
+            hit[0] = False
+            return s
+        if seen == k1 and s.k0 == k0:
+            hit[0] = True
             return s
         s = &c.short_slots[(s - c.short_slots + 1) & c.short_mask]
 

@@ -83,6 +83,37 @@ def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
         assert tok.encode_batch(texts, num_threads=2) == expect
 
 
+def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain):  # noqa: F811
+    """Two threads encode the same new words in the same order on a fresh
+    tokenizer with a tiny worker cache, so that both miss each word at the
+    same moment and one adds it to the seed while the other is looking. A
+    reader used to look at a free seed slot's key a second time after its
+    probe: when the other thread claimed that slot in between, it took the
+    half-written slot for a hit and dropped or misread the piece's ids (in
+    about one result of fifteen on Qwen3). Rounds until 4 seconds are spent."""
+    import time
+
+    rounds, deadline = 0, time.monotonic() + 4
+    while rounds < 8 or (time.monotonic() < deadline and rounds < 200):
+        text = " ".join(novel_words(1500, 100 + rounds))
+        expect = hf_plain.encode(text, add_special_tokens=False).ids
+        tok = qwen4exp.Tokenizer(vocab, cache_size=64, encode_threads=1)
+        results = [None, None]
+        start = threading.Barrier(2)
+
+        def work(k):
+            start.wait()
+            results[k] = tok.encode(text)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == [expect, expect], f"round {rounds}"
+        rounds += 1
+
+
 @pytest.mark.parametrize("cache_size", [0, 64])
 def test_small_or_no_caches(cache_size, vocab, hf_plain):  # noqa: F811
     """Without a seed (cache_size=0) nothing is published; with a tiny worker
