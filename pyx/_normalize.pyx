@@ -82,6 +82,12 @@ cdef extern from *:
     Py_ssize_t _skip_below_0300 "q4_skip_below_0300" (const unsigned char *s, Py_ssize_t i, Py_ssize_t n) nogil
 
 
+cdef inline bint _is_stable(const q4_nf_rec *rec) noexcept nogil:
+    """A QC=Yes starter: NFC neither reorders it nor composes it with what
+    comes before."""
+    return (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0
+
+
 # Characters that are QC=Yes starters ("stable": nothing before them reorders
 # or composes with them) from U+0300 on, for skipping runs of them without a
 # record look-up: one bit per code point below U+0800 (two-byte UTF-8), one
@@ -100,13 +106,13 @@ cdef void _fill_stable() noexcept nogil:
     memset(_stable3, 0, sizeof(_stable3))
     for cp in range(0x800):
         rec = q4_nf_rec_of(cp)
-        if (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0:
+        if _is_stable(rec):
             _stable2[cp >> 3] |= <uint8_t> (1 << (cp & 7))
     for block in range(0x800 >> 6, 0x10000 >> 6):
         whole = True
         for cp in range(block << 6, (block + 1) << 6):
             rec = q4_nf_rec_of(cp)
-            if 0xD800 <= cp <= 0xDFFF or (rec.flags & Q4_NF_QC_MASK) != 0 or rec.ccc != 0:
+            if 0xD800 <= cp <= 0xDFFF or not _is_stable(rec):
                 whole = False
                 break
         if whole:
@@ -180,14 +186,12 @@ cdef inline unsigned char *_encode(unsigned char *o, uint32_t cp) noexcept nogil
 
 cdef bint utf8_stable_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
     cdef uint32_t cp
-    cdef const q4_nf_rec *rec
     if p >= n:
         return False
     if s[p] < 0x80:
         return True
     cp = _decode(s, &p)
-    rec = q4_nf_rec_of(cp)
-    return (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0
+    return _is_stable(q4_nf_rec_of(cp))
 
 
 cdef bint utf8_is_nfc(const unsigned char *s, Py_ssize_t n) noexcept nogil:
@@ -422,7 +426,7 @@ cdef Py_ssize_t utf8_nfc(const unsigned char *s, Py_ssize_t n, unsigned char **o
         start = i
         cp = _decode(s, &i)
         rec = q4_nf_rec_of(cp)
-        if (rec.flags & Q4_NF_QC_MASK) == 0 and rec.ccc == 0:
+        if _is_stable(rec):
             if not clean:
                 ok = _flush(&w, s, &emitted, seg, start)
             seg = start
