@@ -81,5 +81,5 @@ cdef void worker_flush(Worker *w) noexcept nogil
 cdef void worker_free(Worker *w) noexcept nogil
 cdef Py_ssize_t bpe_merge(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
                           int32_t *dst) noexcept nogil
-cdef Py_ssize_t bpe_miss(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
-                         int32_t *dst) noexcept nogil
+cdef Py_ssize_t bpe_merge_unknown(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                                  int32_t *dst) noexcept nogil

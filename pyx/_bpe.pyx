@@ -18,14 +18,15 @@ starts as its own token where that provably changes nothing (char atoms,
 pyx/_char_atoms.pyx): fewer symbols, fewer merges and rank lookups.
 
 The encode loop (pyx/_encoder.pyx) answers most pieces from the worker's
-piece cache (pyx/_piece_cache.pxd) and calls bpe_miss for the others.
+piece cache (pyx/_piece_cache.pxd) and merges the others with
+bpe_merge_unknown (pyx/_lookup.pyx, encode_slow).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
-                                    cache_store, hash_bytes)
+                                    hash_bytes)
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -698,12 +699,9 @@ cdef Py_ssize_t merge_symbols(const BpeModel *m, Worker *w, Py_ssize_t k, Py_ssi
     return k
 
 
-cdef Py_ssize_t bpe_miss(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
-                         int32_t *dst) noexcept nogil:
-    """bpe_merge for a piece the caches did not answer, then remember it. With
-    a seed, a piece it could hold (up to LONG_KEY_MAX bytes) that it lacks
-    is no token: every token spelling that is one NFC piece is in it."""
-    cdef Py_ssize_t k = merge_piece(m, w, p, n, dst, w.seed == NULL or n > LONG_KEY_MAX)
-    if k > 0 and n >= 2 and w.cache.short_slots != NULL:
-        cache_store(&w.cache, p, n, dst, k)
-    return k
+cdef Py_ssize_t bpe_merge_unknown(const BpeModel *m, Worker *w, const uint8_t *p, Py_ssize_t n,
+                                  int32_t *dst) noexcept nogil:
+    """bpe_merge for a piece the seed lacks (up to LONG_KEY_MAX bytes): every
+    token spelling that is one NFC piece is in the seed, so it is no token and
+    ignore_merges' look-up is skipped."""
+    return merge_piece(m, w, p, n, dst, n > LONG_KEY_MAX)

@@ -28,7 +28,7 @@ from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, convert_fn, new_streams, free_streams, run_streams
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_miss)
+                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge)
 from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, q4_pc_prefetch
 from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
 from qwen4exp._seed cimport build_seed
@@ -243,7 +243,6 @@ cdef class NativeTokenizer:
         cdef uint64_t hashes[CHUNK]
         cdef const PieceCache *sd = w.seed
         cdef PieceCache *c = &w.cache
-        cdef const int32_t *byte_ids = self.model.byte_ids
         cdef Py_ssize_t pos = 0, start, i, j, k, got, resets
         cdef const ShortSlot *f
         cdef int32_t *dst
@@ -253,17 +252,13 @@ cdef class NativeTokenizer:
             if idvec_reserve(out, ends[k - 1] - pos + 4) < 0:
                 return RC_NO_MEMORY
             dst = out.data + out.len
-            if sd == NULL:  # no caching: every piece merged
+            if sd == NULL:  # no caching: every piece merged (bpe_merge takes one byte as it is)
                 start = pos
                 for i in range(k):
-                    if ends[i] - start == 1:
-                        dst[0] = byte_ids[s[start]]
-                        got = 1
-                    else:
-                        got = bpe_miss(&self.model, w, s + start, ends[i] - start, dst)
-                        if got < 0:
-                            out.len = dst - out.data
-                            return RC_NO_MEMORY
+                    got = bpe_merge(&self.model, w, s + start, ends[i] - start, dst)
+                    if got < 0:
+                        out.len = dst - out.data
+                        return RC_NO_MEMORY
                     dst += got
                     start = ends[i]
                 out.len = dst - out.data

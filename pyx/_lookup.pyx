@@ -4,9 +4,9 @@ inline look-ups in _lookup.pxd)."""
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from qwen4exp._bpe cimport BpeModel, Worker, bpe_miss
-from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, LONG_KEY_MAX, cache_store,
-                                    store_short, short_home, short_probe, shared_probe, publish_short, long_find,
+from qwen4exp._bpe cimport BpeModel, Worker, bpe_merge_unknown
+from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, LONG_KEY_MAX, store_short,
+                                    store_long, short_home, short_probe, shared_probe, publish_short, long_find,
                                     long_ids)
 
 
@@ -28,8 +28,8 @@ cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_s
                             uint64_t k1, uint64_t h, const void *home, int32_t *dst) noexcept nogil:
     """A piece whose home line did not answer it, keyed by hash_chunk: the
     rest of the worker's cache, then the shared seed, whose answer the
-    worker then keeps; else bpe_miss merges it (and remembers it in the
-    worker's cache) and a short one is added to the seed too
+    worker then keeps; else it is merged (bpe_merge_unknown) and
+    remembered in the worker's cache, and a short one is added to the seed too
     (publish_short), where the other workers (a text's other parts, a
     batch's other threads) find it instead of merging it again. Returns
     the number of ids written to dst, or -1 (no memory)."""
@@ -56,9 +56,14 @@ cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_s
         ls = long_find(sd, p, size, k0)
         if ls.hash != 0:
             memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
-            cache_store(c, p, size, dst, ls.nids)
+            store_long(c, p, size, k0, dst, ls.nids)
             return ls.nids
-    got = bpe_miss(m, w, p, size, dst)
-    if got > 0 and slot != NULL:  # the other workers find it in the seed
+    got = bpe_merge_unknown(m, w, p, size, dst)
+    if got <= 0:
+        return got
+    if size <= KEY_INLINE:  # remembered under the key hash_chunk made; the other workers find it in the seed
+        store_short(c, k0, k1, h, dst, got)
         publish_short(<PieceCache *> sd, <ShortSlot *> slot, k0, k1, dst, got)
+    elif size <= LONG_KEY_MAX:
+        store_long(c, p, size, k0, dst, got)  # k0: the long piece's hash
     return got

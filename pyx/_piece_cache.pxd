@@ -66,6 +66,8 @@ cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const
                       Py_ssize_t k) noexcept nogil
 cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil
+cdef void store_long(PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h, const int32_t *ids,
+                     Py_ssize_t k) noexcept nogil
 cdef void publish_short(PieceCache *sd, ShortSlot *s, uint64_t k0, uint64_t k1, const int32_t *ids,
                         Py_ssize_t k) noexcept nogil
 

@@ -147,20 +147,26 @@ cdef void cache_store(PieceCache *c, const uint8_t *p, Py_ssize_t n, const int32
                       Py_ssize_t k) noexcept nogil:
     """Remember that piece p[0:n] (2 <= n) is ids[0:k]. When the cache is full,
     empty it first; a piece that would not fit even then is not stored."""
-    cdef uint64_t k0, k1, h
-    cdef LongSlot *l
-    cdef Py_ssize_t room, need
+    cdef uint64_t k0, k1
     if n <= KEY_INLINE:
         pack_key(p, n, p + n, &k0, &k1)
         store_short(c, k0, k1, key_hash(k0, k1), ids, k)
-        return
-    if n > LONG_KEY_MAX or k > LONG_IDS_MAX:
+    elif n <= LONG_KEY_MAX:
+        store_long(c, p, n, hash_bytes(p, n), ids, k)
+
+
+cdef void store_long(PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h, const int32_t *ids,
+                     Py_ssize_t k) noexcept nogil:
+    """cache_store for a long piece (KEY_INLINE < n <= LONG_KEY_MAX) already
+    hashed (h = hash_bytes(p, n))."""
+    cdef LongSlot *l
+    cdef Py_ssize_t room, need
+    if k > LONG_IDS_MAX:
         return
     room = (n + 3) & ~(<Py_ssize_t> 3)
     need = room + k * <Py_ssize_t> sizeof(int32_t)
     if need > c.pool_cap:
         return
-    h = hash_bytes(p, n)
     l = long_find(c, p, n, h)
     if l.hash != 0:
         return
