@@ -23,6 +23,23 @@ def novel_words(count: int, seed: int, alphabet: str = "bcdfghjklmnpqrstvwxz") -
     return sorted(words)
 
 
+def encode_at_once(tok, texts: list[str]) -> list[list[int]]:
+    """tok.encode of each text, one thread each, all released at once."""
+    results = [None] * len(texts)
+    start = threading.Barrier(len(texts))
+
+    def work(k):
+        start.wait()
+        results[k] = tok.encode(texts[k])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def test_merged_pieces_reach_the_seed_and_are_used(vocab, hf_plain):  # noqa: F811
     """After a text of new words, the seed holds them: once the workers' own
     caches are emptied, the same text again publishes nothing new (the seed
@@ -67,19 +84,7 @@ def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
             random.Random(k).shuffle(order)
             texts.append(" ".join(order))
         expect = [e.ids for e in hf_plain.encode_batch(texts, add_special_tokens=False)]
-        results = [None] * len(texts)
-        start = threading.Barrier(len(texts))
-
-        def work(k):
-            start.wait()
-            results[k] = tok.encode(texts[k])
-
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert results == expect
+        assert encode_at_once(tok, texts) == expect
         assert tok.encode_batch(texts, num_threads=2) == expect
 
 
@@ -98,19 +103,7 @@ def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain): 
         text = " ".join(novel_words(1500, 100 + rounds))
         expect = hf_plain.encode(text, add_special_tokens=False).ids
         tok = qwen4exp.Tokenizer(vocab, cache_size=64, encode_threads=1)
-        results = [None, None]
-        start = threading.Barrier(2)
-
-        def work(k):
-            start.wait()
-            results[k] = tok.encode(text)
-
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert results == [expect, expect], f"round {rounds}"
+        assert encode_at_once(tok, [text, text]) == [expect, expect], f"round {rounds}"
         rounds += 1
 
 
