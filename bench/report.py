@@ -114,7 +114,7 @@ def batch_documents(name: str) -> list:
     return list(corpora.DOCUMENTS[name]())
 
 
-def child_batch(name: str, threads_list, corpus_names, commands=None, reply=None) -> None:
+def child_batch(name: str, threads_list, corpus_names) -> None:
     """A batch child that stays up for the whole section, so that every
     peer's rounds interleave in time (the machine's speed drifts over
     seconds; peers timed one after another would each meet a different
@@ -124,9 +124,11 @@ def child_batch(name: str, threads_list, corpus_names, commands=None, reply=None
     timed encode_batch per corpus and thread count, interleaved. Per call:
     wall, process CPU and the calling thread's CPU; with several threads the
     busiest thread's CPU (the critical path) is max(calling thread,
-    everything else). Lines are JSON, one per reply."""
-    commands = sys.stdin if commands is None else commands
-    reply = (lambda obj: print(json.dumps(obj), flush=True)) if reply is None else reply
+    everything else). Commands come on stdin; replies are JSON lines."""
+
+    def reply(obj):
+        print(json.dumps(obj), flush=True)
+
     peer = peers.BUILDERS[name]()
     if peer.encode_batch is None:
         reply({"error": "no batch API"})
@@ -143,7 +145,7 @@ def child_batch(name: str, threads_list, corpus_names, commands=None, reply=None
             }
             del ids
     reply({"ready": ready})
-    for line in commands:
+    for line in sys.stdin:
         if line.strip() != "round":
             break
         timings = {}
@@ -169,20 +171,21 @@ class BatchChild:
     """A child_batch process, driven one round at a time."""
 
     def __init__(self, peer: str, threads_list, corpus_names):
-        env = dict(os.environ)
-        env["BENCH_THREADS"] = str(max(threads_list))
-        job = {"kind": "batch", "peer": peer, "threads": list(threads_list), "corpora": list(corpus_names)}
+        cmd, env = child_command("batch", {"peer": peer, "threads": list(threads_list),
+                                           "corpora": list(corpus_names)}, max(threads_list))
         self.peer, self.threads = peer, list(threads_list)
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(job)],
-                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        # stderr to a file: a pipe nobody reads while the child runs could fill and stall it
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True)
         self.error = None
 
     def _read(self) -> dict | None:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            err = (self.proc.stderr.read().strip().splitlines() or ["exited"])[-1]
+            self.stderr.seek(0)
+            err = (self.stderr.read().strip().splitlines() or ["exited"])[-1]
             self.error = self.error or err
             return None
         out = json.loads(line)
@@ -205,6 +208,7 @@ class BatchChild:
         if self.proc.poll() is None:
             self.proc.stdin.close()
             self.proc.wait(timeout=60)
+        self.stderr.close()
 
 
 def child_long_word(name: str, n: int, script: str) -> dict:
@@ -214,10 +218,15 @@ def child_long_word(name: str, n: int, script: str) -> dict:
     return {"seconds": secs, "tokens": len(ids)}
 
 
-def run_child(kind: str, args: dict, threads: int = 1, timeout: float | None = None):
+def child_command(kind: str, args: dict, threads: int) -> tuple[list, dict]:
+    """The command line and environment of a child job of this script."""
     env = dict(os.environ)
     env["BENCH_THREADS"] = str(threads)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps({"kind": kind, **args})]
+    return [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps({"kind": kind, **args})], env
+
+
+def run_child(kind: str, args: dict, threads: int = 1, timeout: float | None = None):
+    cmd, env = child_command(kind, args, threads)
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
