@@ -9,7 +9,9 @@ from .chat import render_chat, render_chat_into
 from .completion import CompletionParser, Delta
 from .decode_stream import DecodeStream
 from .encoded import EncodedChat
+from .budget import FittedChat
 from .errors import (
+    BudgetError,
     ChatFormatError,
     Qwen4ExpError,
     SegmentError,
@@ -33,6 +35,8 @@ __all__ = [
     "SegmentError",
     "UnknownControlError",
     "TextEncodingError",
+    "BudgetError",
+    "FittedChat",
     "Kind",
     "Segment",
     "MessageSpan",

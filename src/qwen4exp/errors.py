@@ -6,6 +6,7 @@ __all__ = [
     "SegmentError",
     "UnknownControlError",
     "TextEncodingError",
+    "BudgetError",
 ]
 
 
@@ -28,3 +29,8 @@ class UnknownControlError(Qwen4ExpError):
 
 class TextEncodingError(Qwen4ExpError):
     """Text that is not valid Unicode / UTF-8 (for example a lone surrogate)."""
+
+
+class BudgetError(Qwen4ExpError):
+    """A conversation whose minimum (the system message and the last user turn)
+    does not fit the token budget given to `Tokenizer.fit_chat`."""

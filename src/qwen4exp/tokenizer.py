@@ -29,6 +29,7 @@ from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownContr
 from .segments import Kind, RenderedChat, Segment
 
 if TYPE_CHECKING:
+    from .budget import FittedChat
     from .chat_encoder import ChatEncoder
 
 __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
@@ -251,6 +252,7 @@ class Tokenizer:
         self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
         self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
         self._id_tables_cache = None
+        self._spelling_cache = None
         self._cache_size = cache_size
         self._encode_threads = encode_threads
         # A from_file vocabulary (no name) keeps its compiled arrays (about 4 MB):
@@ -299,6 +301,39 @@ class Tokenizer:
         """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
         return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
 
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token spelled as in HF `tokenizers`: byte-level for BPE
+        tokens ("Ġworld" is " world"), as written for atoms ("<|im_end|>");
+        None when the vocabulary has no such token."""
+        if not isinstance(token, str):
+            raise TypeError(f"token_to_id() takes a str, not {type(token).__name__}")
+        return self._spellings()[1].get(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        """The spelling of an id as in HF `tokenizers` (see token_to_id); None
+        for an id outside the vocabulary."""
+        if isinstance(id, (bool, np.bool_)) or not isinstance(id, (int, np.integer)):
+            raise TypeError(f"id_to_token() takes an int, not {type(id).__name__}")
+        spellings = self._spellings()[0]
+        return spellings[id] if 0 <= id < len(spellings) else None
+
+    def _spellings(self) -> tuple[list, dict]:
+        """(spelling by id, id by spelling), built on first use (about 0.1 s)."""
+        tables = self._spelling_cache
+        if tables is None:
+            blob, offsets = self._id_source
+            stand_ins = {b: c for c, b in _vocab_compile.byte_level_alphabet().items()}
+            # Latin-1 maps each byte to the code point of its value; translate to the stand-ins.
+            text = blob.tobytes().decode("latin-1").translate(stand_ins)
+            ends = offsets.tolist()
+            by_id = [text[a:b] for a, b in zip(ends, ends[1:])]
+            by_id += [None] * (self.vocab_size - len(by_id))
+            for spelling, i in self._atoms.items():
+                by_id[i] = spelling
+            by_spelling = {t: i for i, t in enumerate(by_id) if t is not None}
+            tables = self._spelling_cache = (by_id, by_spelling)
+        return tables
+
     def __repr__(self) -> str:
         return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
 
@@ -339,6 +374,19 @@ class Tokenizer:
                 except UnicodeEncodeError:
                     raise _text_error(t, f"encode_batch(): texts[{i}]") from None
             raise
+
+    def encode_arrow(self, strings, *, num_threads: int | None = None):
+        """encode() of each row of a pyarrow string or large_string Array (a
+        ListArray of int32 ids back) or ChunkedArray (a ChunkedArray back,
+        chunk for chunk), or of a list of str (None: a null row); nulls stay
+        null. The native threads read the UTF-8 buffers in place and write
+        the ids straight into the result's buffers: no Python object per row
+        or per id. All or nothing, as encode_batch: a row that is not valid
+        UTF-8 (Arrow arrays built from buffers can hold any bytes) raises
+        TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
+        from .arrow import encode_arrow
+
+        return encode_arrow(self._native, strings, _thread_count(num_threads))
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """The bytes the ids spell (atoms spell themselves; with `skip_special`,
@@ -405,6 +453,40 @@ class Tokenizer:
         if return_masks:
             return chat_masks(chat, ids, tok_ends, self._token_lengths())
         return ids
+
+    def count_chat(self, chat: RenderedChat) -> int:
+        """len(encode_chat(chat))."""
+        if not isinstance(chat, RenderedChat):
+            raise TypeError(f"count_chat() takes a RenderedChat, not {type(chat).__name__}")
+        data, bounds = chat._data, chat._bounds
+        ids, _, fault = self._native.encode_bounds(data, bounds, chat._first_control, 0, False)
+        if fault is not None:
+            raise fault_error(fault, data, bounds, bounds[1:])
+        return len(ids)
+
+    def fit_chat(
+        self,
+        messages,
+        budget: int,
+        *,
+        tools=None,
+        chat_format: str = "qwen3",
+        add_generation_prompt: bool = True,
+        **render_options,
+    ) -> "FittedChat":
+        """The conversation cut to at most `budget` ids by dropping its oldest
+        turns: a FittedChat (`messages`, `chat`, `ids`, `dropped`).
+
+        The system message and the last user turn are always kept; a turn (a
+        user message and everything up to the next one, tool calls with their
+        results) goes whole. The result is the longest such suffix that fits,
+        exactly; BudgetError when even the minimum does not (qwen4exp.budget).
+        `render_options` go to render_chat.
+        """
+        from .budget import fit_chat
+
+        return fit_chat(self, messages, budget, tools=tools, chat_format=chat_format,
+                        add_generation_prompt=add_generation_prompt, **render_options)
 
     def chat_encoder(self) -> "ChatEncoder":
         """A ChatEncoder for one growing conversation (qwen4exp.chat_encoder)."""
