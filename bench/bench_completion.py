@@ -10,7 +10,8 @@ ids after each generation prompt are the completions (~110,000 ids).
 * completion_parser: feed() one id at a time, as a generate loop does;
 * decode_stream: step() one id at a time, against HF `tokenizers`'
   DecodeStream (0.22.1) on the same ids in the same run (the texts are
-  checked equal first).
+  checked equal first);
+* parse_completion on 10x the ids: the time must grow about 10x, not 100x.
 """
 
 from __future__ import annotations
@@ -114,3 +115,36 @@ def test_bench_decode_stream_hf(benchmark, completions, hf_tokenizer, capsys):
 
     benchmark.pedantic(run, rounds=3, warmup_rounds=1)
     _report(benchmark, "HF DecodeStream.step", sum(map(len, comps)), capsys)
+
+
+def _long_completion(tok, n):
+    """Ids of one completion: a reasoning of 50*n words, then n tool calls."""
+    call = tok.encode('\n{"name": "f", "arguments": {"a": "' + "x" * 50 + '"}}\n')
+    unit = [tok.atoms["<tool_call>"], *call, tok.atoms["</tool_call>"], *tok.encode("\n")]
+    return ([tok.atoms["<think>"], *tok.encode("\n" + "why? " * (50 * n) + "\n"), tok.atoms["</think>"],
+             *tok.encode("\n\n"), *unit * n, tok.atoms["<|im_end|>"]])
+
+
+def test_bench_parse_time_is_linear(benchmark, capsys):
+    """parse_completion on 10x the ids (200 then 2,000 tool calls after a long
+    reasoning) takes about 10x the time; a quadratic path would take ~100x."""
+    import time
+
+    tok = qwen4exp.Tokenizer()
+    small, big = _long_completion(tok, 200), _long_completion(tok, 2000)
+
+    def best(ids, rounds=5):
+        t = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            tok.parse_completion(ids)
+            t = min(t, time.perf_counter() - start)
+        return t
+
+    benchmark.group = "completion parser"
+    benchmark.pedantic(tok.parse_completion, args=(big,), rounds=3, warmup_rounds=1)
+    t_small, t_big = best(small), best(big)
+    with capsys.disabled():
+        print(f"\nparse_completion: {len(small):,} ids {t_small * 1e3:.1f} ms, "
+              f"{len(big):,} ids {t_big * 1e3:.1f} ms (x{t_big / t_small:.1f} for x10)")
+    assert t_big < 40 * t_small  # cache effects on a busy machine reach x25; quadratic is x100

@@ -10,7 +10,6 @@ toggled, the tail cut off (regenerate).
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp import SegmentBuilder
+from qwen4exp.chat_encoder import ChatEncoder
 
 from test_chat import _atom_text
 from test_chat_tokens import ATOM_FREE, CASES, reference_ids, render
@@ -175,38 +175,61 @@ def test_returned_ids_are_the_callers(tok):
     assert np.array_equal(enc.encode(chat), tok.encode_chat(chat))
 
 
+class _HeldNative:
+    """The tokenizer's native core, except that encode_bounds waits until the
+    test lets it go: the encoder stays busy for exactly as long as the test
+    wants, however fast the machine."""
+
+    def __init__(self, native):
+        self._inner = native
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def encode_bounds(self, *args):
+        self.entered.set()
+        assert self.release.wait(120), "the test never let the call go"
+        return self._inner.encode_bounds(*args)
+
+
+class _HeldTokenizer:
+    """A Tokenizer whose native core is held (see _HeldNative)."""
+
+    def __init__(self, tok):
+        self._tok = tok
+        self._native = _HeldNative(tok._native)
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
+
+
 def test_two_threads_on_one_encoder_get_an_error(tok):
-    enc = tok.chat_encoder()
-    big = qwen4exp.render_chat([{"role": "user", "content": "ünïcode wörds " * 60_000}])
-    small = qwen4exp.render_chat([{"role": "user", "content": "hi"}])
-    # deterministic: a call while the encoder is busy
-    enc._lock.acquire()
-    try:
-        with pytest.raises(RuntimeError, match="one ChatEncoder per conversation"):
-            enc.encode(small)
-    finally:
-        enc._lock.release()
-    # and for real: a second thread arrives while the first is in native code
+    held = _HeldTokenizer(tok)
+    enc = ChatEncoder(held)
+    first = qwen4exp.render_chat([{"role": "user", "content": "ünïcode wörds " * 200}])
+    second = qwen4exp.render_chat([{"role": "user", "content": "hi"}])
     results, errors = [], []
 
-    def run(chat, delay):
-        time.sleep(delay)
+    def run():
         try:
-            results.append((chat, enc.encode(chat)))
-        except RuntimeError as exc:
+            results.append(enc.encode(first))
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    for _ in range(5):
-        enc.reset()
-        threads = [threading.Thread(target=run, args=(big, 0)),
-                   threading.Thread(target=run, args=(small, 0.003))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            break
-    assert errors, "the second thread never overlapped the first"
-    for chat, ids in results:
-        assert np.array_equal(ids, tok.encode_chat(chat))
-    assert np.array_equal(enc.encode(small), tok.encode_chat(small))
+    busy = threading.Thread(target=run)
+    busy.start()
+    try:
+        assert held._native.entered.wait(120), "the first call never reached native code"
+        # the first thread is inside the native call, holding the encoder
+        with pytest.raises(RuntimeError, match="one ChatEncoder per conversation"):
+            enc.encode(second)
+        with pytest.raises(RuntimeError, match="one ChatEncoder per conversation"):
+            enc.reset()
+    finally:
+        held._native.release.set()
+        busy.join()
+    assert not errors, errors
+    assert np.array_equal(results[0], tok.encode_chat(first))
+    # the refused calls changed nothing: the first call's state is kept whole
+    assert np.array_equal(enc.encode(first), tok.encode_chat(first))
+    assert enc.reused_bytes == len(first.data)
+    assert np.array_equal(enc.encode(second), tok.encode_chat(second))

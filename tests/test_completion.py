@@ -355,24 +355,20 @@ def _end(tok, ids):
     return next((k for k, i in enumerate(ids) if i in ends), len(ids))
 
 
-def test_long_completion_is_linear(tok):
-    """A long reasoning and 2,000 tool calls parse in time proportional to their ids."""
-    import time
-
+def test_long_completion_parses_whole(tok):
+    """A long reasoning and 2,000 tool calls: every call is found, the reasoning
+    comes back whole. (That the time grows linearly with the ids is measured in
+    bench/bench_completion.py: a ratio of wall times is no test.)"""
+    n = 2000
     unit = _ids(tok, A("<tool_call>"), '\n{"name": "f", "arguments": {"a": "' + "x" * 50 + '"}}\n',
                 A("</tool_call>"), "\n")
-    times = []
-    for n in (200, 2000):
-        ids = _ids(tok, A("<think>"), "\n" + "why? " * (50 * n) + "\n", A("</think>"), "\n\n") + unit * n
-        ids.append(tok.atoms["<|im_end|>"])
-        best = float("inf")
-        for _ in range(3):  # best of 3: a shared machine only ever adds time
-            t = time.perf_counter()
-            msg = tok.parse_completion(ids)
-            best = min(best, time.perf_counter() - t)
-        times.append(best)
-        assert len(msg["tool_calls"]) == n and "errors" not in msg
-    assert times[1] < 25 * times[0], times
+    reasoning = "why? " * (50 * n)
+    ids = _ids(tok, A("<think>"), "\n" + reasoning + "\n", A("</think>"), "\n\n") + unit * n
+    ids.append(tok.atoms["<|im_end|>"])
+    msg = tok.parse_completion(ids)
+    assert "errors" not in msg
+    assert msg["reasoning_content"] == reasoning
+    assert [c["function"] for c in msg["tool_calls"]] == [{"name": "f", "arguments": '{"a": "' + "x" * 50 + '"}'}] * n
 
 
 def test_only_template_newlines_go(tok):

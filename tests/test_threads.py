@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import threading
 
 import numpy as np
@@ -294,22 +295,30 @@ def test_python_threads_with_flush_cache(tok, ml_docs):
 
 
 def test_encode_batch_releases_the_gil(tok, code_docs):
-    """While a long encode_batch runs, another Python thread keeps running."""
+    """While encode_batch runs, another Python thread can run. With the
+    switch interval made so long that the interpreter never takes the GIL
+    from a thread, an observer waiting for it can only get it when the
+    batch gives it up: it must see the batch still in progress. (A batch
+    that kept the GIL would let it in only at the join, after the batch,
+    on every try.)"""
     docs = code_docs * 2
-    ticks = []
-    done = threading.Event()
-
-    def ticker():
-        while not done.is_set():
-            ticks.append(1)
-            done.wait(0.001)
-
-    t = threading.Thread(target=ticker)
-    t.start()
+    seen = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e6)
     try:
-        tok.encode_batch(docs, num_threads=1)
+        for _ in range(5):  # the batch gives the GIL up for most of its run: one try is enough
+            inside = [False]
+            gate = threading.Lock()
+            gate.acquire()
+            observer = threading.Thread(target=lambda: (gate.acquire(), seen.append(inside[0])))
+            observer.start()
+            inside[0] = True
+            gate.release()  # the observer now waits for the GIL
+            tok.encode_batch(docs, num_threads=1)
+            inside[0] = False
+            observer.join()
+            if seen[-1]:
+                break
     finally:
-        done.set()
-        t.join()
-    # A GIL-holding call of this length would allow only a handful of switches.
-    assert len(ticks) > 20
+        sys.setswitchinterval(interval)
+    assert seen[-1], f"the observer never ran during a batch ({len(seen)} batches)"
