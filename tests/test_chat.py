@@ -25,6 +25,7 @@ import qwen4exp.chat as chat_mod
 import qwen4exp.chat_validate as validate_mod
 from qwen4exp.chat import render_chat, render_chat_into
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError
+from qwen4exp.formats.qwen3 import QWEN3
 from qwen4exp.segments import Kind, RenderedChat
 
 from _chat_reference import (
@@ -232,7 +233,7 @@ def test_circular_arguments_rejected():
 @pytest.mark.parametrize(
     "messages, kwargs, match",
     [
-        ([{"role": "user", "content": "a"}], {"enable_thinking": None}, "enable_thinking"),
+        ([{"role": "user", "content": "a"}], {"enable_thinking": 0}, "enable_thinking"),
         ([{"role": "user", "content": "a"}], {"add_generation_prompt": 1}, "add_generation_prompt"),
         (({"role": "user", "content": "a"},), {}, "messages"),
         (None, {}, "messages"),
@@ -331,7 +332,7 @@ class _FailingMessages(tuple):
 
 def test_memory_error_mid_render(monkeypatch):
     real_validate = chat_mod.validate_request
-    total = len(real_validate(BIG, BIG_TOOLS, True, True).messages)
+    total = len(real_validate(BIG, BIG_TOOLS, True, True, None, None, QWEN3).messages)
     for fail_at in range(total):
 
         def validate(*a, _fail_at=fail_at):

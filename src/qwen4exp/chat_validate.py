@@ -1,4 +1,4 @@
-"""Validation of a chat request for the Qwen4Exp chat format (docs/FORMAT.md, section 3).
+"""Validation of a chat request, shared by every chat format (docs/FORMAT.md, section 3).
 
 `validate_request` checks a whole request before a single byte is rendered and
 returns it normalised: every caller string encoded to UTF-8 (which is where a
@@ -6,8 +6,10 @@ lone surrogate is caught, so each string is encoded exactly once; through the
 UTF-8 form CPython caches on the str, so history re-rendered at every turn of
 a conversation is converted once, not at every turn), content
 parts joined, tool arguments and tool schemas turned into the exact bytes the
-renderer writes. Nothing here ever looks at what caller text *spells*: only
-types, roles and order decide structure.
+renderer writes, options resolved to the format's defaults. What differs
+between formats (trimming, how a tool call's arguments are written, which
+options exist) is described by the format's `Rules`. Nothing here ever looks
+at what caller text *spells*: only types, roles and order decide structure.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ __all__ = [
     "TOOL",
     "Message",
     "Request",
+    "Rules",
+    "JSON_CALLS",
+    "XML_PYTHON",
+    "XML_JSON",
     "validate_request",
     "tojson",
 ]
@@ -42,11 +48,32 @@ _MISSING = object()
 # abstract-class check costs more than the rest of a message's validation.
 
 
+# How a format writes a tool call's arguments (Rules.calls).
+JSON_CALLS = 0  # one JSON object: a dict as `tojson` writes it, a string verbatim
+XML_PYTHON = 1  # <parameter=KEY> blocks; scalars as Python str() (True, None)
+XML_JSON = 2  # <parameter=KEY> blocks; scalars as JSON (true, null)
+
+
+class Rules(NamedTuple):
+    """What a chat format accepts and how it writes caller values: the part of
+    a format that validation needs (formats/ defines one per format)."""
+
+    name: str
+    trim: bool  # content and reasoning lose surrounding whitespace (Jinja's |trim: str.strip())
+    calls: int  # JSON_CALLS, XML_PYTHON or XML_JSON
+    needs_query: bool  # at least one user message
+    thinking: bool | None  # enable_thinking's default; None: the format has no such option
+    preserve: bool | None  # preserve_thinking's default; None: no such option
+    effort: str | None  # reasoning_effort's default; None: no such option
+
+
 class Message(NamedTuple):
     role: int
-    content: bytes  # joined text, UTF-8; b"" for an assistant turn without content
+    content: bytes  # joined (and, where the format trims, stripped) text, UTF-8
     reasoning: bytes | None  # assistant `reasoning_content`, else None
-    calls: tuple[tuple[bytes, bytes], ...]  # (name, rendered arguments) per tool call
+    # (name, rendered arguments) per tool call: the JSON object for JSON_CALLS,
+    # the <parameter=...> blocks for the XML forms
+    calls: tuple[tuple[bytes, bytes], ...]
 
 
 class Request(NamedTuple):
@@ -54,7 +81,9 @@ class Request(NamedTuple):
     system: bytes | None  # content of messages[0] when it is the system message
     tools: tuple[bytes, ...]  # each tool schema as `tojson` renders it; () = no tools preamble
     add_generation_prompt: bool
-    enable_thinking: bool
+    enable_thinking: bool  # resolved: the caller's value or the format's default
+    preserve_thinking: bool | None  # resolved; None where the format has no such option
+    reasoning_effort: str | None  # resolved; None where the format has no such option
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -110,10 +139,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _content(value: Any, i: int, optional: bool) -> bytes:
+def _stripped(data: bytes) -> bytes:
+    """`data` (UTF-8) without the whitespace str.strip() removes."""
+    text = data.decode("utf-8")
+    stripped = text.strip()
+    return data if stripped is text else stripped.encode("utf-8")
+
+
+def _content(value: Any, i: int, optional: bool, trim: bool = False) -> bytes:
     if isinstance(value, str):
         try:
-            return utf8_cached(value)
+            return utf8_cached(str.strip(value) if trim else value)
         except UnicodeEncodeError:
             return utf8(value, f"messages[{i}].content")
     where = f"messages[{i}].content"
@@ -142,7 +178,7 @@ def _content(value: Any, i: int, optional: bool) -> bytes:
                     f"{pwhere}.text: a text part needs a string 'text', not {type(text).__name__}"
                 )
             texts.append(_text(text, f"{pwhere}.text"))
-        return b"".join(texts)
+        return _stripped(b"".join(texts)) if trim else b"".join(texts)
     raise ChatFormatError(
         f"{where}: content must be a string or a list of text parts, not {type(value).__name__}"
     )
@@ -171,7 +207,72 @@ def _arguments(value: Any, where: str) -> bytes:
     )
 
 
-def _tool_calls(value: Any, i: int) -> tuple[tuple[bytes, bytes], ...]:
+def _parsed_object(value: str, where: str) -> dict:
+    """A JSON-object string's object (vLLM parses string arguments the same way
+    before an XML-call template sees them)."""
+    _text(value, where)  # a lone surrogate is a TextEncodingError, as elsewhere
+    try:
+        parsed = json.loads(value, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ChatFormatError(
+            f"{where}: malformed tool arguments (a string must parse as a JSON object: {exc})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ChatFormatError(
+            f"{where}: malformed tool arguments (the string parses as "
+            f"{type(parsed).__name__}, not a JSON object)"
+        )
+    return parsed
+
+
+# Scalars of the XML forms, by style: (None, True, False).
+_XML_SCALARS = {XML_PYTHON: (b"None", b"True", b"False"), XML_JSON: (b"null", b"true", b"false")}
+
+
+def _xml_value(value: Any, where: str, style: int) -> bytes:
+    """One argument value as the XML templates write it: a string verbatim;
+    a dict or list as `tojson`; any other value as JSON (XML_JSON) or as
+    Python's str() (XML_PYTHON: True, None; numbers print alike either way)."""
+    kind = type(value)
+    if kind is str:
+        return _text(value, where)
+    if value is None:
+        return _XML_SCALARS[style][0]
+    if kind is bool:
+        return _XML_SCALARS[style][1 if value else 2]
+    if kind is int:
+        return str(value).encode()
+    if kind is float and value - value == 0:  # finite: repr is both str() and JSON
+        return repr(value).encode()
+    if isinstance(value, str):  # a subclass: read as the str it holds
+        return _text(value, where)
+    rendered = _json_text(value, where, "tool arguments")  # checks it is JSON (finite, ...)
+    if style == XML_JSON or isinstance(value, (Mapping, list, tuple)):
+        return rendered
+    return utf8(str(value), where)
+
+
+def _xml_arguments(value: Any, where: str, style: int) -> bytes:
+    """The <parameter=KEY>\nVALUE\n</parameter>\n blocks of a call's arguments."""
+    if isinstance(value, str):
+        value = _parsed_object(value, where)
+    elif type(value) is not dict and not isinstance(value, Mapping):
+        raise ChatFormatError(
+            f"{where}: malformed tool arguments (need a JSON object: a dict or a string "
+            f"that parses as one, not {type(value).__name__})"
+        )
+    blocks = []
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ChatFormatError(
+                f"{where}: malformed tool arguments (key {key!r} is not a string)"
+            )
+        blocks += (b"<parameter=", _text(key, where), b">\n", _xml_value(item, where, style),
+                   b"\n</parameter>\n")
+    return b"".join(blocks)
+
+
+def _tool_calls(value: Any, i: int, style: int) -> tuple[tuple[bytes, bytes], ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)):
@@ -201,7 +302,11 @@ def _tool_calls(value: Any, i: int) -> tuple[tuple[bytes, bytes], ...]:
         name = _text(name, f"{cwhere}.name")
         if "arguments" not in fn:
             raise ChatFormatError(f"{cwhere}.arguments: malformed tool arguments (missing)")
-        calls.append((name, _arguments(fn["arguments"], f"{cwhere}.arguments")))
+        args = fn["arguments"]
+        if style == JSON_CALLS:
+            calls.append((name, _arguments(args, f"{cwhere}.arguments")))
+        else:
+            calls.append((name, _xml_arguments(args, f"{cwhere}.arguments", style)))
     return tuple(calls)
 
 
@@ -231,16 +336,57 @@ def _flag(value: Any, name: str) -> bool:
                           if kind.__module__ != "builtins" else f"{name}: must be a bool, not {kind.__name__}")
 
 
+_EFFORTS = ("xhigh", "medium", "low")
+
+
+def _options(rules: Rules, enable_thinking: Any, preserve_thinking: Any,
+             reasoning_effort: Any) -> tuple[bool, bool | None, str | None]:
+    """The request's options resolved against the format: None means the
+    format's default; an option the format lacks is an error, not ignored."""
+    name = rules.name
+    if enable_thinking is None:
+        enable_thinking = bool(rules.thinking)
+    elif rules.thinking is None:
+        raise ChatFormatError(
+            f"enable_thinking: the {name} format has no thinking mode (leave it None)"
+        )
+    else:
+        enable_thinking = _flag(enable_thinking, "enable_thinking")
+    if preserve_thinking is None:
+        preserve_thinking = rules.preserve
+    elif rules.preserve is None:
+        raise ChatFormatError(
+            f"preserve_thinking: the {name} format has no such option (qwen3.6 and qwen3.8 have it)"
+        )
+    else:
+        preserve_thinking = _flag(preserve_thinking, "preserve_thinking")
+    if reasoning_effort is None:
+        reasoning_effort = rules.effort
+    elif rules.effort is None:
+        raise ChatFormatError(
+            f"reasoning_effort: the {name} format has no such option (qwen3.8 has it)"
+        )
+    elif not isinstance(reasoning_effort, str) or reasoning_effort not in _EFFORTS:
+        raise ChatFormatError(
+            f"reasoning_effort: expected 'xhigh', 'medium' or 'low', not {reasoning_effort!r}"
+        )
+    else:
+        reasoning_effort = str(reasoning_effort)
+    return enable_thinking, preserve_thinking, reasoning_effort
+
+
 def validate_request(
-    messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any
+    messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any,
+    preserve_thinking: Any, reasoning_effort: Any, rules: Rules,
 ) -> Request:
-    """Check a whole request and return it normalised, or raise.
+    """Check a whole request against a format's rules and return it normalised, or raise.
 
     Raises ChatFormatError (role, order, content, tool calls, tools, options)
     or TextEncodingError (a lone surrogate), naming the message index and field.
     """
     add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
-    enable_thinking = _flag(enable_thinking, "enable_thinking")
+    enable_thinking, preserve_thinking, reasoning_effort = _options(
+        rules, enable_thinking, preserve_thinking, reasoning_effort)
     if not isinstance(messages, list):
         raise ChatFormatError(f"messages: must be a list of messages, not {type(messages).__name__}")
     if not messages:
@@ -249,6 +395,7 @@ def validate_request(
     out = []
     system = None
     roles = _ROLES
+    trim, style = rules.trim, rules.calls
     for i, msg in enumerate(messages):
         if type(msg) is not dict and not isinstance(msg, Mapping):
             raise ChatFormatError(
@@ -266,7 +413,7 @@ def validate_request(
         if role == SYSTEM and i != 0:
             what = "a second system message" if system is not None else "a system message"
             raise ChatFormatError(f"messages[{i}].role: {what} is only allowed as the first message")
-        content = _content(msg.get("content"), i, role == ASSISTANT)
+        content = _content(msg.get("content"), i, role == ASSISTANT, trim)
         if role == ASSISTANT:
             reasoning = msg.get("reasoning_content")
             if reasoning is not None:
@@ -276,15 +423,20 @@ def validate_request(
                         f"not {type(reasoning).__name__}"
                     )
                 try:
-                    reasoning = utf8_cached(reasoning)
+                    reasoning = utf8_cached(str.strip(reasoning) if trim else reasoning)
                 except UnicodeEncodeError:
                     utf8(reasoning, f"messages[{i}].reasoning_content")
             calls = msg.get("tool_calls")
-            calls = () if calls is None else _tool_calls(calls, i)
+            calls = () if calls is None else _tool_calls(calls, i, style)
             out.append(_new(Message, (role, content, reasoning, calls)))
         else:
             if role == SYSTEM:
                 system = content
             out.append(_new(Message, (role, content, None, ())))
 
-    return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking)
+    if rules.needs_query and not any(m.role == USER for m in out):
+        raise ChatFormatError(
+            f"messages: the {rules.name} format needs a user query (no message has role 'user')"
+        )
+    return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking,
+                   preserve_thinking, reasoning_effort)

@@ -74,7 +74,8 @@ class RenderedChat:
     the Segment tuples and the tokenizer's arrays are derived on demand.
     """
 
-    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans")
+    __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans",
+                 "_format")
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -98,6 +99,12 @@ class RenderedChat:
         return self._segments
 
     @property
+    def chat_format(self) -> str | None:
+        """The chat format the transcript was rendered in ("qwen3", "qwen3.6", ...);
+        None for the empty transcript and a stream built with SegmentBuilder."""
+        return self._format
+
+    @property
     def message_spans(self) -> tuple[MessageSpan, ...]:
         """One MessageSpan per message, in order (see MessageSpan); () for a
         stream built with SegmentBuilder."""
@@ -111,13 +118,14 @@ class RenderedChat:
         return self._spans
 
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
-                marks=((), ())) -> None:
+                marks=((), ()), chat_format: str | None = None) -> None:
         """Replace the contents: `bounds` are the segment boundaries (0 first,
         len(data) last), `first_control` the kind of the first segment,
         `marks` the message spans as (flat start, end indices into `bounds`;
-        role codes). Plain attribute stores only: nothing here can fail half-way."""
+        role codes), `chat_format` the format's name. Plain attribute stores
+        only: nothing here can fail half-way."""
         self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
-        self._marks = marks
+        self._marks, self._format = marks, chat_format
         self._segments = self._spans = None
 
     def __len__(self) -> int:

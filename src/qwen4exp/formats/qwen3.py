@@ -1,0 +1,155 @@
+"""The Qwen3 chat formats: "qwen3" (the hybrid-thinking models' template, the
+Qwen4Exp format) and "qwen3-2507" (Qwen3-*-Instruct-2507: no thinking).
+
+Both write a tool call as one JSON object inside `<tool_call>` atoms and
+content as given (no trimming). Differences from the Jinja templates, all on
+requests that spell atoms or that the templates cannot render, are listed in
+docs/FORMAT.md ("Where the formats depart from the templates"):
+
+* reasoning comes only from `reasoning_content` (the qwen3 template also
+  splits `content` on a literal `</think>`);
+* the last query is the last `user` message (the template skips user
+  messages that look like `<tool_response>...</tool_response>`);
+* content lists of text parts are joined (the templates fail on them, or,
+  for tool messages, write the list's Python repr); a missing/None assistant
+  content renders as "" (the templates fail on it).
+"""
+
+from __future__ import annotations
+
+from ..chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
+from ..markers import Marker
+
+__all__ = ["QWEN3", "QWEN3_2507", "render_qwen3", "render_qwen3_2507"]
+
+QWEN3 = Rules("qwen3", trim=False, calls=JSON_CALLS, needs_query=False, thinking=True,
+              preserve=None, effort=None)
+QWEN3_2507 = Rules("qwen3-2507", trim=False, calls=JSON_CALLS, needs_query=False,
+                   thinking=None, preserve=None, effort=None)
+
+# The template's fixed text as byte chunks, built once. A rendered stream is a
+# list of parts that strictly alternate CONTROL, DATA, CONTROL, ... and every
+# CONTROL part is one of the constants below (markers the template writes side
+# by side are pre-joined), so parts are segments and the boundaries are the
+# running sum of part lengths: no per-call kind tracking, no marker checks.
+_IM_START = Marker.IM_START.data
+_IM_END = Marker.IM_END.data
+_THINK = Marker.THINK.data
+_THINK_END = Marker.THINK_END.data
+_TOOL_CALL = Marker.TOOL_CALL.data
+_TOOL_CALL_END = Marker.TOOL_CALL_END.data
+_TOOL_RESPONSE = Marker.TOOL_RESPONSE.data
+_TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.data
+_TOOL_CALL_PAIR = _TOOL_CALL + _TOOL_CALL_END
+_TOOL_CALL_END_IM_END = _TOOL_CALL_END + _IM_END
+_TOOL_RESPONSE_END_IM_END = _TOOL_RESPONSE_END + _IM_END
+
+_TOOLS_HEAD = (
+    b"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    b"You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+# After the schemas: the preamble's remaining DATA and CONTROL parts, in order.
+_TOOLS_TAIL = (
+    b"\n</tools>\n\nFor each function call, return a json object with function name and "
+    b"arguments within ",
+    _TOOL_CALL_PAIR,
+    b" XML tags:\n",
+    _TOOL_CALL,
+    b'\n{"name": <function-name>, "arguments": <args-json-object>}\n',
+    _TOOL_CALL_END_IM_END,
+    b"\n",
+)
+_NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
+_CALL_NAME = b'\n{"name": "'
+_CALL_ARGS = b'", "arguments": '
+_CALL_CLOSE = b"}\n"
+
+
+def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int]]:
+    """The stream's parts (alternating CONTROL, DATA, ...; see above) and, per
+    message, the part indices where its span starts and ends (flat: start0,
+    end0, start1, ...). A message's span is its turn from `<|im_start|>`
+    through the newline after `<|im_end|>`; the tools preamble belongs to the
+    system message's span (to none without one); each tool message of a
+    shared turn spans its own `<tool_response>` block (the first one also the
+    turn's opening, the last one its closing); the generation prompt belongs
+    to no message. `thinking`: the qwen3 format (reasoning blocks, the
+    no-thinking prompt) rather than qwen3-2507."""
+    parts: list[bytes] = []
+    add, extend = parts.append, parts.extend
+    spans: list[int] = []
+    mark = spans.append
+    msgs = req.messages
+    n = len(msgs)
+
+    if req.tools:
+        head = b"system\n" if req.system is None else b"system\n" + req.system + b"\n\n"
+        extend((_IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
+        extend(_TOOLS_TAIL[1:])
+    elif req.system is not None:
+        extend((_IM_START, b"system\n" + req.system, _IM_END, b"\n"))
+    if req.system is not None:
+        spans += (0, len(parts))
+
+    # The last query is the last `user` message; with none, no assistant turn
+    # comes after it (the template's default index is the last message).
+    last_query = n - 1
+    if thinking:
+        for i in range(n - 1, -1, -1):
+            if msgs[i].role == USER:
+                last_query = i
+                break
+
+    for i, (role, content, reasoning, calls) in enumerate(msgs):
+        if role == USER:
+            mark(len(parts))
+            extend((_IM_START, b"user\n" + content, _IM_END, b"\n"))
+        elif role == ASSISTANT:
+            mark(len(parts))
+            if i > last_query and (i == n - 1 or reasoning):
+                reasoning = (reasoning or b"").strip(b"\n")
+                extend((_IM_START, b"assistant\n", _THINK, b"\n" + reasoning + b"\n", _THINK_END))
+                body = b"\n\n" + content.lstrip(b"\n")
+            else:
+                add(_IM_START)
+                body = b"assistant\n" + content
+            if calls:
+                add(body + b"\n" if content else body)
+                for k, (name, arguments) in enumerate(calls):
+                    if k:
+                        extend((_TOOL_CALL_END, b"\n"))
+                    extend((_TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
+                extend((_TOOL_CALL_END_IM_END, b"\n"))
+            else:
+                extend((body, _IM_END, b"\n"))
+        elif role == TOOL:
+            mark(len(parts))
+            if i == 0 or msgs[i - 1].role != TOOL:
+                extend((_IM_START, b"user\n"))
+            else:
+                add(b"\n")  # after the previous block's </tool_response>
+            extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
+            if i == n - 1 or msgs[i + 1].role != TOOL:
+                extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
+            else:
+                add(_TOOL_RESPONSE_END)
+        else:  # SYSTEM: only ever messages[0], rendered above
+            continue
+        mark(len(parts))
+
+    if req.add_generation_prompt:
+        extend((_IM_START, b"assistant\n"))
+        if thinking and not req.enable_thinking:
+            extend(_NO_THINKING_PROMPT)
+    return parts, spans
+
+
+def render_qwen3(req: Request) -> tuple[list[bytes], list[int]]:
+    """The Qwen3 template (Qwen3 hybrid-thinking models)."""
+    return _render(req, True)
+
+
+def render_qwen3_2507(req: Request) -> tuple[list[bytes], list[int]]:
+    """The Qwen3-Instruct-2507 template: Qwen3's without reasoning (an
+    assistant's `reasoning_content` is not written) and with a bare generation prompt."""
+    return _render(req, False)

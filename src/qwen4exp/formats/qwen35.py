@@ -1,0 +1,178 @@
+"""The Qwen3.5 chat formats: "qwen3.5", "qwen3.6" and "qwen3.8".
+
+One template family (Qwen3.5 / 3.6 / 3.8 models' `chat_template.jinja`):
+
+* a tool call is XML text inside the `<tool_call>` atoms,
+  `<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`;
+  `<function=` and `<parameter=` are ordinary text (DATA), only the
+  `<tool_call>` atoms are markers. Values: strings verbatim, dicts and lists as
+  `tojson`, other values as Python's str() in qwen3.5 (`True`, `None`) and as
+  JSON in 3.6 / 3.8 (`true`, `null`);
+* every message's content, and the reasoning, is trimmed (str.strip());
+* the system prompt comes after the tools block, inside the same system turn;
+* an assistant turn after the last user query always has a `<think>` block,
+  empty or not; before it only with preserve_thinking (3.6: off by default,
+  3.8: on by default);
+* the generation prompt opens `<think>\\n` (or writes an empty block when
+  enable_thinking is False);
+* 3.8 writes a reasoning-effort instruction at the top of the system turn
+  (xhigh, the default, and low; none for medium or with thinking off), and
+  leaves out a system turn that would be empty.
+
+The templates' decisions that read caller text (the last query skips a user
+message that looks like a `<tool_response>` block; 3.5 / 3.6 take reasoning
+out of content that contains `</think>`) are made from roles and fields here
+instead: docs/FORMAT.md ("Where the formats depart from the templates").
+"""
+
+from __future__ import annotations
+
+from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
+from ..markers import Marker
+
+__all__ = ["QWEN35", "QWEN36", "QWEN38", "render_qwen35"]
+
+QWEN35 = Rules("qwen3.5", trim=True, calls=XML_PYTHON, needs_query=True, thinking=True,
+               preserve=None, effort=None)
+QWEN36 = Rules("qwen3.6", trim=True, calls=XML_JSON, needs_query=True, thinking=True,
+               preserve=False, effort=None)
+QWEN38 = Rules("qwen3.8", trim=True, calls=XML_JSON, needs_query=True, thinking=True,
+               preserve=True, effort="xhigh")
+
+# Parts strictly alternate CONTROL, DATA, ... as in formats/qwen3.py.
+_IM_START = Marker.IM_START.data
+_IM_END = Marker.IM_END.data
+_THINK = Marker.THINK.data
+_THINK_END = Marker.THINK_END.data
+_TOOL_CALL = Marker.TOOL_CALL.data
+_TOOL_CALL_END = Marker.TOOL_CALL_END.data
+_TOOL_RESPONSE = Marker.TOOL_RESPONSE.data
+_TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.data
+_TOOL_CALL_END_IM_END = _TOOL_CALL_END + _IM_END
+_TOOL_RESPONSE_END_IM_END = _TOOL_RESPONSE_END + _IM_END
+
+_TOOLS_HEAD = b"# Tools\n\nYou have access to the following functions:\n\n<tools>"
+# After the schemas, up to the system prompt: DATA and CONTROL parts, in order.
+_TOOLS_TAIL = (
+    b"\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "
+    b"with NO suffix:\n\n",
+    _TOOL_CALL,
+    b"\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
+    b"</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
+    b"parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n",
+    _TOOL_CALL_END,
+    b"\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
+    b"<function=...></function> block must be nested within ",
+    _TOOL_CALL + _TOOL_CALL_END,
+)
+_TOOLS_LAST = (
+    b" XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning "
+    b"for your function call in natural language BEFORE the function call, but NOT after\n"
+    b"- If there is no function call available, answer the question like normal with your "
+    b"current knowledge and do not tell the user about function calls\n</IMPORTANT>"
+)
+# qwen3.8's instruction per reasoning effort (none for medium).
+_EFFORT_TEXT = {
+    "xhigh": b"Reasoning effort is set to xhigh. Please think carefully through the task, "
+             b"validate key assumptions, consider plausible alternatives, and prioritize "
+             b"correctness, consistency, and clarity in the final answer.",
+    "medium": b"",
+    "low": b"Reasoning effort is set to low. Keep your thinking brief and focused, moving "
+           b"directly to the conclusion without unnecessary elaboration.",
+}
+_FUNCTION = b"\n<function="
+_FUNCTION_END = b"</function>\n"
+_THINKING_PROMPT = (_THINK, b"\n")
+_NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
+
+
+def render_qwen35(req: Request) -> tuple[list[bytes], list[int]]:
+    """Parts and message spans (as formats/qwen3.py's) of a request in the
+    qwen3.5 / 3.6 / 3.8 format; which one is told by the resolved options
+    (`reasoning_effort` is set only in 3.8, `preserve_thinking` only in 3.6 / 3.8).
+
+    Only a tool message at index 0 starts without a turn of its own (the
+    template opens the shared user turn only after another message): its
+    newline then joins the preceding DATA part, or the stream starts with an
+    empty CONTROL part that the caller drops."""
+    parts: list[bytes] = []
+    add, extend = parts.append, parts.extend
+    spans: list[int] = []
+    mark = spans.append
+    msgs = req.messages
+    n = len(msgs)
+    system = req.system
+    effort = req.reasoning_effort  # None: not qwen3.8
+    note = _EFFORT_TEXT[effort] if effort is not None and req.enable_thinking else b""
+
+    if req.tools:
+        head = b"system\n" + note + b"\n\n" + _TOOLS_HEAD if note else b"system\n" + _TOOLS_HEAD
+        extend((_IM_START, b"\n".join((head, *req.tools)) + _TOOLS_TAIL[0]))
+        extend(_TOOLS_TAIL[1:])
+        extend((_TOOLS_LAST + b"\n\n" + system if system else _TOOLS_LAST, _IM_END, b"\n"))
+    elif effort is None:
+        if system is not None:
+            extend((_IM_START, b"system\n" + system, _IM_END, b"\n"))
+    elif system:
+        extend((_IM_START, b"system\n" + note + b"\n\n" + system if note else b"system\n" + system,
+                _IM_END, b"\n"))
+    elif note:  # qwen3.8 writes no empty system turn, but one for the instruction
+        extend((_IM_START, b"system\n" + note, _IM_END, b"\n"))
+    if system is not None:
+        spans += (0, len(parts))
+
+    # The last query: the last `user` message (validation made sure there is one).
+    last_query = n - 1
+    while msgs[last_query].role != USER:
+        last_query -= 1
+    keep_reasoning = req.preserve_thinking is True
+
+    for i, (role, content, reasoning, calls) in enumerate(msgs):
+        if role == USER:
+            mark(len(parts))
+            extend((_IM_START, b"user\n" + content, _IM_END, b"\n"))
+        elif role == ASSISTANT:
+            mark(len(parts))
+            if keep_reasoning or i > last_query:
+                extend((_IM_START, b"assistant\n", _THINK, b"\n" + (reasoning or b"") + b"\n",
+                        _THINK_END))
+                body = b"\n\n" + content
+            else:
+                add(_IM_START)
+                body = b"assistant\n" + content
+            if calls:
+                add(body + b"\n\n" if content else body)
+                for k, (name, params) in enumerate(calls):
+                    if k:
+                        extend((_TOOL_CALL_END, b"\n"))
+                    extend((_TOOL_CALL, b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))))
+                extend((_TOOL_CALL_END_IM_END, b"\n"))
+            else:
+                extend((body, _IM_END, b"\n"))
+        elif role == TOOL:
+            if i == 0:  # no turn opened (the template's loop.previtem is undefined)
+                if parts:
+                    mark(len(parts) - 1)
+                    parts[-1] += b"\n"
+                else:
+                    mark(0)
+                    extend((b"", b"\n"))
+            elif msgs[i - 1].role != TOOL:
+                mark(len(parts))
+                extend((_IM_START, b"user\n"))
+            else:
+                mark(len(parts))
+                add(b"\n")  # after the previous block's </tool_response>
+            extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
+            if i == n - 1 or msgs[i + 1].role != TOOL:
+                extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
+            else:
+                add(_TOOL_RESPONSE_END)
+        else:  # SYSTEM: only ever messages[0], rendered above
+            continue
+        mark(len(parts))
+
+    if req.add_generation_prompt:
+        extend((_IM_START, b"assistant\n"))
+        extend(_THINKING_PROMPT if req.enable_thinking else _NO_THINKING_PROMPT)
+    return parts, spans
