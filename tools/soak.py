@@ -133,10 +133,19 @@ def build_cases(tok):
     return cases, expected
 
 
-def soak(seconds: float = 10.0, threads: int = 8, seed: int = 0, tok=None) -> dict:
+def soak(seconds: float = 10.0, threads: int = 8, seed: int = 0, tok=None,
+         calls_per_thread: int | None = None) -> dict:
+    """Run the soak for `seconds`, or, when `calls_per_thread` is given, until each thread
+    has made `calls_per_thread` calls (a fixed amount of work: what a test checks then
+    does not depend on the machine's speed)."""
     tok = tok or qwen4exp.Tokenizer()
     cases, expected = build_cases(tok)
     stop = time.monotonic() + seconds
+    finished = threading.Event()  # set when every worker is done
+
+    def more(n: int) -> bool:
+        return n < calls_per_thread if calls_per_thread is not None else time.monotonic() < stop
+
     mismatches: list[str] = []
     errors: list[str] = []
     calls = [0] * threads
@@ -147,7 +156,7 @@ def soak(seconds: float = 10.0, threads: int = 8, seed: int = 0, tok=None) -> di
         rng = random.Random(seed * 1000 + idx)
         n = 0
         try:
-            while time.monotonic() < stop:
+            while more(n):
                 name, fn = cases[rng.randrange(len(cases))]
                 got = fn()
                 n += 1
@@ -162,21 +171,23 @@ def soak(seconds: float = 10.0, threads: int = 8, seed: int = 0, tok=None) -> di
 
     def flusher():
         rng = random.Random(seed)
-        while time.monotonic() < stop:
+        while not finished.is_set():
             tok.flush_cache()
             flushes[0] += 1
             # distinct words evict what the cache holds
             tok.encode(_words(rng.randrange(10**9), 200))
-            time.sleep(0.002)
+            finished.wait(0.002)  # pacing only: leave the workers the caches for a moment
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    ts.append(threading.Thread(target=flusher))
-    for t in ts:
+    flush = threading.Thread(target=flusher)
+    for t in ts + [flush]:
         t.start()
     for t in ts:
         t.join()
+    finished.set()
+    flush.join()
     return {
         "seconds": round(time.monotonic() - started, 1),
         "threads": threads,
