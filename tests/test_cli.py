@@ -199,7 +199,7 @@ def test_import_does_not_load_cli_dependencies():
 def test_missing_pyarrow_is_explained(tmp_path, jsonl_in):
     code = (
         "import sys; sys.modules['pyarrow'] = None; sys.modules['pyarrow.parquet'] = None; "
-        "from qwen4exp.cli import main; sys.exit(main(sys.argv[1:]))"
+        "from qwen4exp.cli.main import main; sys.exit(main(sys.argv[1:]))"
     )
     out = tmp_path / "out.parquet"
     r = subprocess.run([sys.executable, "-c", code, "batch", str(jsonl_in), str(out)],

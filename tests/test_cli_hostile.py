@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import TOKENIZER_JSON
-from qwen4exp.cli import main
+from qwen4exp.cli.main import main
 
 # Each is spliced where a JSON value goes; all are refused by the strict decoder.
 HOSTILE = {

@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from qwen4exp.cli import main
+from qwen4exp.cli.main import main
 from test_cli import _no_temp_files, cli
 
 SPELLINGS = ["same", "dot", "dotdot", "symlink", "hardlink"]

@@ -10,7 +10,7 @@ import pytest
 
 import qwen4exp
 from qwen4exp import gate
-from qwen4exp.cli import main
+from qwen4exp.cli.main import main
 
 from conftest import REPO, TOKENIZER_JSON
 

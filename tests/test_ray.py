@@ -10,7 +10,8 @@ import pytest
 
 import corpora
 import qwen4exp
-from qwen4exp import ChatFormatError, cli
+from qwen4exp import ChatFormatError
+from qwen4exp.cli.main import main
 from qwen4exp.chat import render_chat
 
 from conftest import TOKENIZER_JSON
@@ -34,7 +35,7 @@ def _local_batch(capsys, *args):
     """Run `qwen4exp batch ARGS` in this process: (exit code, stderr lines
     that name records)."""
     capsys.readouterr()
-    code = cli.main(["batch", *map(str, args)])
+    code = main(["batch", *map(str, args)])
     err = capsys.readouterr().err.splitlines()
     return code, [x for x in err if x.startswith("qwen4exp batch:") and " records: " not in x]
 

@@ -155,7 +155,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from qwen4exp.batch import STOP_SIGNALS  # noqa: E402
+from qwen4exp.cli.batch import STOP_SIGNALS  # noqa: E402
 from test_cli import _env  # noqa: E402
 
 RECORD = b'{"messages": [{"role": "user", "content": "hello world"}]}\n{"text": "plain text"}\n'
@@ -234,7 +234,7 @@ def test_stop_dropped_inside_a_callback_is_raised_again(signum, capsys):
     import gc
     import weakref
 
-    from qwen4exp.batch import Stopped, StopSignals
+    from qwen4exp.cli.batch import Stopped, StopSignals
 
     class Target:
         pass

@@ -7,6 +7,8 @@ __all__ = [
     "UnknownControlError",
     "TextEncodingError",
     "BudgetError",
+    "RecordError",
+    "JsonError",
 ]
 
 
@@ -34,3 +36,13 @@ class TextEncodingError(Qwen4ExpError):
 class BudgetError(Qwen4ExpError):
     """A conversation whose minimum (the system message and the last user turn)
     does not fit the token budget given to `Tokenizer.fit_chat`."""
+
+
+class RecordError(Qwen4ExpError):
+    """A chat request or batch record of the wrong shape or type: not an object
+    or a list of messages, no "messages", a "text" that is not a string."""
+
+
+class JsonError(RecordError):
+    """Input that is not strict JSON (qwen4exp.requests.loads_json): bad syntax,
+    NaN or Infinity, an out-of-range number, a duplicate key, nesting too deep."""

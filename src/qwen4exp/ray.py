@@ -4,28 +4,26 @@ in and out, the native batch threads inside each actor.
     import qwen4exp.ray
     out = qwen4exp.ray.tokenize_dataset(ds, column="messages", kind="chat", masks=True)
 
-Also the `--engine ray` of `qwen4exp batch` (`run_batch`): the same records,
-output and errors file as the local engine, with the records tokenized by a
-Ray actor pool and written in order by the driver. This module imports `ray`,
-so `import qwen4exp` never does; install the `ray` extra to use it.
+`TokenizerPool` is a fixed pool of such actors that runs a function on each
+chunk it is given, in turn: `qwen4exp batch --engine ray` encodes its chunks
+on one. This module imports `ray`, so `import qwen4exp` never does; install
+the `ray` extra to use it.
 """
 
 from __future__ import annotations
 
-import os
-import time
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import ray
 import ray.data
 
+from .chat import render_chat
 from .errors import ChatFormatError, Qwen4ExpError
+from .requests import failure_name, loads_json, request_from_json, strip_none
 from .segments import SegmentBuilder
 from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
-__all__ = ["tokenize_dataset"]
+__all__ = ["tokenize_dataset", "TokenizerPool"]
 
 _KINDS = ("chat", "text")
 
@@ -97,6 +95,42 @@ def _actor_pool(concurrency):
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive int, a (min, max) pair or None, not {concurrency!r}")
     return ray.data.ActorPoolStrategy(size=concurrency)
+
+
+class TokenizerPool:
+    """`size` Ray actors, each holding a copy of `tokenizer` and reserving
+    `num_threads` CPUs for its native threads. `submit(fn, *args)` runs
+    `fn(tokenizer, num_threads, *args)` on the next actor in turn and returns
+    the ObjectRef of its result; an actor runs its calls one at a time, in
+    the order submitted. `fn` must be importable on the workers (a module's
+    function: Ray pickles it by name)."""
+
+    def __init__(self, tokenizer: Tokenizer, *, size: int, num_threads: int = 1):
+        for name, value in (("size", size), ("num_threads", num_threads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, not {value!r}")
+        actor = ray.remote(num_cpus=num_threads)(_PoolActor)
+        self.actors = [actor.remote(tokenizer, num_threads) for _ in range(size)]
+        self._turn = 0
+
+    def submit(self, fn, *args) -> "ray.ObjectRef":
+        handle = self.actors[self._turn % len(self.actors)]
+        self._turn += 1
+        return handle.run.remote(fn, *args)
+
+    def close(self) -> None:
+        """End the actors (what they were running is dropped)."""
+        for handle in self.actors:
+            ray.kill(handle)
+        self.actors = []
+
+
+class _PoolActor:
+    def __init__(self, tokenizer: Tokenizer, num_threads: int):
+        self.tok, self.threads = tokenizer, num_threads
+
+    def run(self, fn, *args):
+        return fn(self.tok, self.threads, *args)
 
 
 # ---------------------------------------------------------------------------
@@ -211,82 +245,14 @@ class _TokenizeColumn(_Worker):
         return out
 
 
-class _TokenizeRecords(_Worker):
-    """`qwen4exp batch --engine ray`: parse batch records exactly as the local
-    engine does (qwen4exp.batch), encode, and yield ids, length, nbytes and
-    the failure (error type and message; null when fine) of every row.
-
-    JSONL: a batch holds the lines (`line`, `raw`). Parquet: a batch holds
-    (`file`, `row_group`) work items; the actor reads each row group itself,
-    `chunk` rows at a time (the files must be reachable from every node)."""
-
-    def __init__(self, tokenizer, num_threads, fmt, columns=(), chunk=4096):
-        super().__init__(tokenizer, num_threads)
-        self.fmt, self.columns, self.chunk = fmt, list(columns), chunk
-
-    def __call__(self, batch: pa.Table):
-        if self.fmt == "jsonl":
-            yield self._tokenize(batch)
-            return
-        import pyarrow.parquet as pq
-
-        for item in batch.to_pylist():
-            f = pq.ParquetFile(item["file"])
-            for rb in f.iter_batches(batch_size=self.chunk, row_groups=[item["row_group"]], columns=self.columns):
-                yield self._tokenize(pa.Table.from_batches([rb]))
-
-    def _tokenize(self, batch: pa.Table) -> pa.Table:
-        from . import _batch_sources as S
-        from ._cli_common import loads_json
-
-        n = batch.num_rows
-        records, errors = [None] * n, [None] * n
-        if self.fmt == "jsonl":
-            lines = batch.column("line").to_pylist()
-            for k, raw in enumerate(batch.column("raw").to_pylist()):
-                try:
-                    records[k] = S.make_record(loads_json(raw.decode("utf-8")), k, lines[k])
-                except Exception as exc:  # noqa: BLE001 - classified by _describe
-                    errors[k] = exc
-        else:
-            pylists = {name: batch.column(name).to_pylist() for name in batch.column_names}
-            struct = {c: not S._is_string(batch.column(c).type) for c in ("messages", "tools") if c in pylists}
-            for k in range(n):
-                try:
-                    records[k] = S.make_record(S.ParquetSource._row(pylists, k, struct), k, None)
-                except Exception as exc:  # noqa: BLE001
-                    errors[k] = exc
-        kinds = [None if r is None else r.kind for r in records]
-        payloads = [None if r is None else r.payload for r in records]
-        ids, _ = self._encode(kinds, payloads, errors, False)
-        nbytes = [
-            0 if x is None else r.nbytes if r.nbytes is not None else len(r.payload.encode("utf-8", "surrogatepass"))
-            for r, x in zip(records, ids)
-        ]
-        failed = [None if e is None else S.failure_of(e, k, None) for k, e in enumerate(errors)]
-        line = batch.column("line") if self.fmt == "jsonl" else pa.nulls(n, pa.int64())
-        return pa.table({
-            "line": line,
-            "ids": _list_array(ids, np.int32, pa.int32()),
-            "length": pa.array([0 if x is None else len(x) for x in ids], pa.int32()),
-            "nbytes": pa.array(nbytes, pa.int64()),
-            "error_type": pa.array([f and f.error for f in failed], pa.string()),
-            "error": pa.array([f and f.message for f in failed], pa.string()),
-        })
-
-
 def _render(value):
     """A chat column's value -> RenderedChat (raises on a bad request)."""
-    from ._batch_sources import _strip_none
-    from ._cli_common import loads_json, request_from_json
-    from .chat import render_chat
-
     if value is None:
         raise ChatFormatError("the chat is null")
     if isinstance(value, (str, bytes)):
         obj = loads_json(value)
     else:  # list<struct> messages or a struct request, decoded by Arrow
-        obj = _strip_none(value)
+        obj = strip_none(value)
     messages, options = request_from_json(obj, "record")
     return render_chat(messages, **options)
 
@@ -294,10 +260,8 @@ def _render(value):
 def _describe(exc: BaseException) -> str:
     """'ErrorType: message', as the batch command names failures; anything
     that is not a bad row (a bug) is raised again, as the local engine does."""
-    from ._batch_sources import failure_of
-
-    f = failure_of(exc, 0, None)
-    return f"{f.error}: {f.message}"
+    error, message = failure_name(exc)
+    return f"{error}: {message}"
 
 
 def _library_error(exc, kind):
@@ -321,190 +285,3 @@ def _list_array(rows, dtype, value_type):
     parts = [np.asarray(x, dtype=dtype) for x in rows if x is not None and len(x)]
     flat = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, value_type))
-
-
-# ---------------------------------------------------------------------------
-# qwen4exp batch --engine ray
-# ---------------------------------------------------------------------------
-
-
-def run_batch(args, in_fmt: str, out_fmt: str, errors_path, show_progress: bool) -> int:
-    """The `--engine ray` body of `qwen4exp batch` (arguments already checked by
-    qwen4exp.batch.cmd_batch): JSONL lines are read here and shipped to the
-    actors; Parquet files (IN may be a directory of shards, taken in sorted
-    order) are read by the actors, a row group each. The driver writes the
-    rows in input order; output, errors file, summary and exit code are those
-    of the local engine (its failure policy, progress bar, signals, summary)."""
-    import types
-
-    from . import batch as B
-    from ._batch_sinks import Sink
-    from ._batch_sources import Failure
-    from ._cli_common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, _tokenizer
-
-    tok = _tokenizer(args)
-    started = _connect(args.address)
-    ctx = ray.data.DataContext.get_current()
-    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
-    ctx.execution_options.preserve_order = True  # rows come back in input order
-    ctx.enable_progress_bars = False
-    sink = progress = policy = None
-    stats = B.Stats()
-    try:
-        with B.StopSignals() as signals:
-            try:
-                if os.path.isdir(args.input) or in_fmt == "parquet":
-                    name, ds, total, columns = _parquet_dataset(args.input, args.input_format)
-                    fmt = "parquet"
-                else:
-                    name, ds, total = _jsonl_dataset(args.input, args.chunk_size)
-                    fmt, columns = "jsonl", ()
-                policy = B.FailurePolicy(name, args.on_error == "stop", args.quiet)
-                out = _records_pipeline(ds, tok, args.threads or 1, fmt, columns, args.chunk_size)
-                sink = Sink(args.output, out_fmt)
-                progress = B.Progress(
-                    types.SimpleNamespace(progress_unit="records", total_records=total), show_progress
-                )
-                t0 = time.perf_counter()
-                for b in out.iter_batches(batch_format="pyarrow", batch_size=None):
-                    _take_batch(b, sink, stats, policy, Failure)
-                    progress.update(b.num_rows, stats.ok, stats.bytes, len(stats.failures))
-                    signals.check()
-                stats.seconds = time.perf_counter() - t0
-                B.commit_run(stats, sink, progress, args.errors, errors_path, signals.check)
-            except ray.exceptions.RayError as exc:  # a worker failed (e.g. an unreadable row group)
-                failed = InputError(f"{args.input}: the Ray job failed: {_last_error_line(exc)}")
-                return B.abandon_run(failed, signals, progress, sink, None, policy, args.errors)
-            except BaseException as exc:
-                return B.abandon_run(exc, signals, progress, sink, None, policy, args.errors)
-    finally:
-        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
-        if started:
-            ray.shutdown()
-    if not args.quiet:
-        B._summary(stats, args.output, out_fmt, sink.rows, errors_path)
-    return EXIT_RECORDS_FAILED if stats.failures else EXIT_OK
-
-
-def _records_pipeline(ds, tok, threads: int, fmt: str, columns, chunk: int):
-    """ds mapped through a pool of _TokenizeRecords actors: `threads` native
-    threads and CPUs each (never more than the largest node has), as many
-    actors as the cluster's CPUs allow."""
-    node_cpus = max([n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]] or [1])
-    threads = max(1, min(threads, int(node_cpus)))
-    actors = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
-    return ds.map_batches(
-        _TokenizeRecords,
-        fn_constructor_kwargs=dict(tokenizer=tok, num_threads=threads, fmt=fmt, columns=columns, chunk=chunk),
-        batch_format="pyarrow",
-        batch_size=1 if fmt == "parquet" else chunk,  # Parquet: one row group per call
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=actors),
-        num_cpus=threads,
-    )
-
-
-def _take_batch(b: pa.Table, sink, stats, policy, Failure) -> None:
-    """Write one output batch's good rows, hand its bad ones to the policy."""
-    n, index = b.num_rows, stats.ok + len(stats.failures)
-    bad = b.column("error_type").is_valid().to_numpy(zero_copy_only=False)
-    for k in np.flatnonzero(bad).tolist():
-        row = b.slice(k, 1).select(["line", "error_type", "error"]).to_pylist()[0]
-        stats.failures.append(policy(Failure(index + k, row["line"], row["error_type"], row["error"])))
-    ok = b.filter(pa.array(~bad))
-    if ok.num_rows:
-        _write_ok(sink, ok, np.arange(index, index + n, dtype=np.int64)[~bad])
-        stats.ok += ok.num_rows
-        stats.tokens += int(pc.sum(ok.column("length")).as_py() or 0)
-        stats.bytes += int(pc.sum(ok.column("nbytes")).as_py() or 0)
-
-
-def _last_error_line(exc) -> str:
-    """The 'SomeError: message' line of a Ray error's remote traceback."""
-    import re
-
-    found = [x for x in str(exc).splitlines() if re.match(r"[\w.]+(Error|Exception): ", x)]
-    return found[-1] if found else str(exc).strip().splitlines()[-1]
-
-
-def _connect(address) -> bool:
-    """ray.init unless this process is already connected; True if we did."""
-    import logging
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    if ray.is_initialized():
-        return False
-    local = address is None and not os.environ.get("RAY_ADDRESS")
-    extra = dict(include_dashboard=False) if local else {}
-    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, **extra)
-    return True
-
-
-def _parquet_dataset(path: str, input_format):
-    """(name, dataset, rows) of a Parquet file or a directory of shards."""
-    from ._batch_sources import _PARQUET_EXT, ParquetSource
-    from ._cli_common import InputError, UsageError
-
-    if os.path.isdir(path):
-        if input_format == "jsonl":
-            raise UsageError(f"{path} is a directory: only Parquet shards can be read from a directory")
-        files = sorted(
-            os.path.join(d, f)
-            for d, _, names in os.walk(path)
-            for f in names
-            if f.lower().endswith(_PARQUET_EXT) and not f.startswith((".", "_"))
-        )
-        if not files:
-            raise InputError(f"{path}: the directory holds no Parquet files ({', '.join(_PARQUET_EXT)})")
-    else:
-        files = [path]
-    columns, items, total = None, [], 0
-    for f in files:
-        src = ParquetSource(f)  # checks the file as the local engine does
-        total += src.total_records
-        if columns is None:
-            columns = src.columns
-        elif src.columns != columns:
-            raise InputError(
-                f"{f}: its columns ({', '.join(src.columns)}) differ from {files[0]}'s "
-                f"({', '.join(columns)}); the shards of one input must agree"
-            )
-        items += [{"file": os.path.abspath(f), "row_group": g} for g in range(src.file.metadata.num_row_groups)]
-    # One work item (and block) per row group: the actors read them in parallel.
-    ds = ray.data.from_arrow([pa.Table.from_pylist([item]) for item in items] or pa.table({"file": [], "row_group": []}))
-    return path, ds, total, columns
-
-
-def _jsonl_dataset(path: str, chunk: int):
-    """(name, dataset, rows) of a JSONL file: its non-blank lines, with their
-    line numbers, in Arrow tables of `chunk` rows (read here, by the driver)."""
-    from ._batch_sources import JsonlSource, _iter_jsonl
-
-    src = JsonlSource(path)  # checks the file as the local engine does
-    tables, lines, raws = [], [], []
-
-    def flush():
-        tables.append(pa.table({"line": pa.array(lines, pa.int64()), "raw": pa.array(raws, pa.binary())}))
-        lines.clear()
-        raws.clear()
-
-    for lineno, raw in _iter_jsonl(path):
-        if not raw.strip():
-            continue  # blank lines are not records
-        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]  # a UTF-8 byte order mark
-        lines.append(lineno)
-        raws.append(raw)
-        if len(raws) >= chunk:
-            flush()
-    if raws or not tables:
-        flush()
-    return src.name, ray.data.from_arrow(tables), sum(t.num_rows for t in tables)
-
-
-def _write_ok(sink, ok: pa.Table, index: np.ndarray) -> None:
-    ids = ok.column("ids").combine_chunks()
-    lengths = ok.column("length").to_numpy().astype(np.int32)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = pc.list_flatten(ids).to_numpy()
-    sink.write(index, lengths, flat, offsets, ids.to_pylist() if sink.fmt == "jsonl" else None)

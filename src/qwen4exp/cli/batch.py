@@ -1,19 +1,21 @@
 """`qwen4exp batch`: the pipeline from a source of records to a sink.
 
-    source.chunks()  ->  engine.submit(records)  ->  sink.write(...)  ->  commit
-    (_batch_sources)     (LocalEngine here)          (_batch_sinks)
+    source.chunks()  ->  engine.submit(chunk)  ->  sink.write(...)  ->  commit
+    (sources)            (LocalEngine here)        (sinks)
 
 The pipeline reads chunks, hands each to an engine, writes the encoded chunks
 in order and commits OUT (and the errors file) only at the end. An engine is
-anything with `window` (chunks it may hold in flight), `submit(records)`
-returning an object whose `result()` is an `EncodedChunk`, and
-`close(cancel)`: `LocalEngine` encodes in this process, one chunk ahead on a
-worker thread, so another engine (a cluster) can reuse the sources, sinks and
-this loop as they are.
+a class with `open_source(path, fmt)` (the source whose chunks it takes) and,
+once built as `Engine(tok, args)`, `window` (chunks it may hold in flight),
+`submit(chunk)` returning an object whose `result()` is an `EncodedChunk`, and
+`close(cancel)`. `LocalEngine` encodes parsed records in this process, one
+chunk ahead on a worker thread; `ray_engine.RayEngine` ships raw lines or
+Parquet row groups to actors that parse and encode them. Both share the
+sources, sinks, failure policy, signals and this loop.
 
 A fatal signal (Ctrl-C, SIGTERM, SIGHUP, ...) stops the run cleanly: no OUT,
 no temporary file, exit 128 + the signal number. The command line itself
-(arguments, exit codes) is in `cli`.
+(arguments, exit codes) is in `main`.
 """
 
 from __future__ import annotations
@@ -24,16 +26,11 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ._batch_sinks import Sink, check_paths, flatten, write_errors
-from ._batch_sources import Failure, failure_of, format_of, open_source
-from ._cli_common import (
-    EXIT_OK,
-    EXIT_RECORDS_FAILED,
-    InputError,
-    UsageError,
-    _tokenizer,
-    need_module,
-)
+from ..errors import Qwen4ExpError
+from ..segments import Kind
+from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
+from .sinks import Sink, check_paths, flatten, write_errors
+from .sources import Failure, failure_of, format_of, open_source
 
 __all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
 
@@ -56,19 +53,18 @@ class Stopped(BaseException):
 
 
 class EncodedChunk(NamedTuple):
-    ok: list          # (Record, ids) of the records that encoded
-    failures: list    # Failure of the records that did not
-    columns: tuple | None  # flatten(ok): what Sink.write takes (None when ok is empty)
+    ids: list         # the token ids of each record that encoded, in input order
+    nbytes: int       # their input bytes
+    failures: list    # Failure of the records that did not, in input order
+    columns: tuple | None  # flatten(...) of ids: what Sink.write takes (None when ids is empty)
 
 
-def encode_chunk(tok, records, threads: int | None) -> EncodedChunk:
+def encode_chunk(tok, records, threads: int | None, failures=()) -> EncodedChunk:
     """Encode one chunk's records: texts with encode_batch, chats with encode_chats.
-    A chunk with a bad record is retried one record at a time, to find who."""
-    from .errors import Qwen4ExpError
-    from .segments import Kind
-
+    A chunk with a bad record is retried one record at a time, to find who.
+    `failures`: the chunk's records that did not parse, if the caller has them."""
     results = [None] * len(records)
-    failures = []
+    failures = list(failures)
     for kind, call, single in (
         (Kind.DATA, tok.encode_batch, tok.encode),
         (Kind.TRUSTED_CONTROL, tok.encode_chats, tok.encode_chat),
@@ -89,19 +85,24 @@ def encode_chunk(tok, records, threads: int | None) -> EncodedChunk:
         for k, x in zip(pos, ids):
             results[k] = x
     ok = [(r, x) for r, x in zip(records, results) if x is not None]
-    return EncodedChunk(ok, failures, flatten(ok) if ok else None)
+    ids = [x for _, x in ok]
+    return EncodedChunk(
+        ids, sum(r.nbytes for r, _ in ok), sorted(failures, key=lambda f: f.index),
+        flatten([r.index for r, _ in ok], ids) if ok else None,
+    )
 
 
 class LocalEngine:
-    """Encodes chunks in this process: one chunk on a worker thread while the
-    pipeline reads and parses the next (window 2)."""
+    """Encodes chunks of parsed records in this process: one chunk on a worker
+    thread while the pipeline reads and parses the next (window 2)."""
 
     window = 2
+    open_source = staticmethod(open_source)
 
-    def __init__(self, tok, threads: int | None) -> None:
+    def __init__(self, tok, args) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.tok, self.threads = tok, threads
+        self.tok, self.threads = tok, args.threads
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qwen4exp-encode")
 
     def submit(self, records):
@@ -157,10 +158,10 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
         stats.failures.extend(sorted(parse_failures + chunk.failures, key=lambda f: f.index))
         if chunk.columns is not None:
             index, lengths, flat, offsets, total = chunk.columns
-            sink.write(index, lengths, flat, offsets, [x for _, x in chunk.ok])
+            sink.write(index, lengths, flat, offsets, chunk.ids)
             stats.tokens += total
-        stats.ok += len(chunk.ok)
-        stats.bytes += sum(r.nbytes for r, _ in chunk.ok)
+        stats.ok += len(chunk.ids)
+        stats.bytes += chunk.nbytes
         progress.update(consumed, stats.ok, stats.bytes, len(stats.failures))
         if check is not None:
             check()
@@ -269,7 +270,9 @@ def _stop_exception(signum: int) -> BaseException:
 
 
 def cmd_batch(args, engine=None) -> int:
-    """`qwen4exp batch`; `engine` replaces the LocalEngine (see the module doc)."""
+    """`qwen4exp batch` on `engine`, an engine class (see the module doc;
+    default LocalEngine)."""
+    engine_class = engine or LocalEngine
     in_fmt = format_of(args.input, args.input_format, "input", default="jsonl")
     out_fmt = format_of(args.output, args.format, "output")
     if args.output == "-":
@@ -285,23 +288,15 @@ def cmd_batch(args, engine=None) -> int:
         need_module("pyarrow.parquet")
     if show_progress:
         need_module("tqdm")
-    if getattr(args, "engine", "local") == "ray":  # the Ray engine lives in qwen4exp.ray
-        try:
-            from .ray import run_batch
-        except ImportError:
-            raise UsageError('--engine ray needs ray: pip install "qwen4exp[ray]"') from None
-        return run_batch(args, in_fmt, out_fmt, errors_path, show_progress)
-    if getattr(args, "address", None):
-        raise UsageError("--address is for --engine ray")
 
-    tok = _tokenizer(args) if engine is None else None
-    source = open_source(args.input, in_fmt)
+    tok = tokenizer_of(args)
+    source = engine_class.open_source(args.input, in_fmt)
     policy = FailurePolicy(source.name, args.on_error == "stop", args.quiet)
-    sink = progress = None
+    sink = progress = engine = None
     with StopSignals() as signals:
         try:
             sink = Sink(args.output, out_fmt)
-            engine = engine or LocalEngine(tok, args.threads)
+            engine = engine_class(tok, args)
             progress = Progress(source, show_progress)
             stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes,
                                  signals.check)

@@ -5,7 +5,7 @@ of the ones that cannot be used.
 A source's `chunks(chunk_records, chunk_bytes, on_failure)` yields
 (records, failures, input units consumed); records are text or rendered-chat
 `Record`s ready to encode. Nothing here encodes or writes: the pipeline
-(`qwen4exp.batch`) or another engine drives sources and sinks.
+(`batch`) drives sources and sinks.
 """
 
 from __future__ import annotations
@@ -14,29 +14,26 @@ import json
 import os
 import sys
 
-from ._cli_common import (
-    InputError,
-    JsonError,
-    RecordError,
-    UsageError,
-    loads_json,
-    need_module,
-    request_from_json,
-)
+from ..errors import RecordError
+from ..requests import failure_name, loads_json, request_from_json, strip_none
+from .common import InputError, UsageError, need_module
 
-__all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of"]
+__all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of",
+           "record_of_line", "records_of_batch", "iter_jsonl"]
 
-_PARQUET_EXT = (".parquet", ".pq", ".parq")
-_JSONL_EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+PARQUET_EXT = (".parquet", ".pq", ".parq")
+JSONL_EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 
 
 def format_of(path: str, given: str | None, what: str, default: str | None = None) -> str:
     if given:
         return given
+    if what == "input" and os.path.isdir(path):
+        return "parquet"  # a directory of shards (--engine ray)
     low = path.lower()
-    if low.endswith(_PARQUET_EXT):
+    if low.endswith(PARQUET_EXT):
         return "parquet"
-    if low.endswith(_JSONL_EXT) or path == "-":
+    if low.endswith(JSONL_EXT) or path == "-":
         return "jsonl"
     if default:
         return default
@@ -75,27 +72,10 @@ class Failure:
         )
 
 
-def _strip_none(obj):
-    """Drop None-valued keys of a message / tool call / content part decoded from a
-    Parquet struct (a struct column has every field of the union in every row)."""
-    if isinstance(obj, dict):
-        return {k: _strip_none_field(k, v) for k, v in obj.items() if v is not None}
-    if isinstance(obj, list):
-        return [_strip_none(x) for x in obj]
-    return obj
-
-
-def _strip_none_field(key, value):
-    # Tool arguments and tool schemas are caller JSON: keep them exactly.
-    if key in ("arguments", "parameters"):
-        return value
-    return _strip_none(value)
-
-
 def make_record(obj, index, line, nbytes_hint=None) -> Record:
     """Turn one decoded record into a text or rendered-chat record (or raise)."""
-    from .chat import render_chat
-    from .segments import Kind
+    from ..chat import render_chat
+    from ..segments import Kind
 
     if isinstance(obj, dict) and "text" in obj and obj.get("messages") is None:
         text = obj["text"]
@@ -109,7 +89,7 @@ def make_record(obj, index, line, nbytes_hint=None) -> Record:
     return Record(index, line, Kind.TRUSTED_CONTROL, chat, len(chat.data))
 
 
-def _iter_jsonl(path: str, start_line: int = 1):
+def iter_jsonl(path: str, start_line: int = 1):
     """Yield (line number, raw line bytes) of the non-blank lines of a JSONL file."""
     import gzip
     import zlib
@@ -154,21 +134,15 @@ class JsonlSource:
         """Yield (records, failures, input bytes consumed) per chunk."""
         records, failures, consumed, size = [], [], 0, 0
         index = 0
-        for lineno, raw in _iter_jsonl(self.path):
+        for lineno, raw in iter_jsonl(self.path):
             consumed += len(raw)
             if not raw.strip():
                 continue  # blank lines are not records
             try:
-                line = raw.decode("utf-8")
-                if lineno == 1 and line.startswith("\ufeff"):
-                    line = line[1:]  # a UTF-8 byte order mark
-                obj = loads_json(line)
-                rec = make_record(obj, index, lineno)
-                if rec.nbytes is None:
-                    rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
+                rec = record_of_line(raw, index, lineno)
                 records.append(rec)
                 size += rec.nbytes
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:  # noqa: BLE001 - classified by failure_of
                 failures.append(on_failure(failure_of(exc, index, lineno)))
             index += 1
             if len(records) + len(failures) >= chunk_records or size >= chunk_bytes:
@@ -176,6 +150,17 @@ class JsonlSource:
                 records, failures, consumed, size = [], [], 0, 0
         if records or failures or consumed:
             yield records, failures, consumed
+
+
+def record_of_line(raw: bytes, index: int, lineno: int) -> Record:
+    """The record of one non-blank JSONL line (or raise)."""
+    line = raw.decode("utf-8")
+    if lineno == 1 and line.startswith("\ufeff"):
+        line = line[1:]  # a UTF-8 byte order mark
+    rec = make_record(loads_json(line), index, lineno)
+    if rec.nbytes is None:
+        rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
+    return rec
 
 
 class ParquetSource:
@@ -207,25 +192,10 @@ class ParquetSource:
     def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
         index = 0
         try:
-            batches = self.file.iter_batches(batch_size=chunk_records, columns=self.columns)
-            for batch in batches:
-                cols = {name: batch.column(name) for name in self.columns}
-                pylists = {}
-                for name, col in cols.items():
-                    pylists[name] = col.to_pylist()
-                struct = {n: not _is_string(cols[n].type) for n in ("messages", "tools") if n in cols}
-                records, failures = [], []
-                for r in range(batch.num_rows):
-                    try:
-                        obj = self._row(pylists, r, struct)
-                        rec = make_record(obj, index, None)
-                        if rec.nbytes is None:
-                            rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
-                        records.append(rec)
-                    except Exception as exc:  # noqa: BLE001
-                        failures.append(on_failure(failure_of(exc, index, None)))
-                    index += 1
-                yield records, failures, batch.num_rows
+            for batch in self.file.iter_batches(batch_size=chunk_records, columns=self.columns):
+                records, failures = records_of_batch(batch, index)
+                yield records, [on_failure(f) for f in failures], batch.num_rows
+                index += batch.num_rows
         except OSError as exc:
             raise InputError(f"cannot read {self.path}: {exc}") from None
         except Exception as exc:  # noqa: BLE001
@@ -233,32 +203,50 @@ class ParquetSource:
                 raise InputError(f"{self.path}: cannot read Parquet data ({exc})") from None
             raise
 
-    @staticmethod
-    def _row(pylists, r, struct):
-        text = pylists["text"][r] if "text" in pylists else None
-        messages = pylists["messages"][r] if "messages" in pylists else None
-        if text is not None and messages is not None:
-            raise RecordError("a row has both 'text' and 'messages'")
-        if text is not None:
-            return {"text": text}
-        if messages is None:
-            raise RecordError("'text' and 'messages' are both null")
-        obj = {}
-        for name in ("messages", "tools"):
-            if name not in pylists or pylists[name][r] is None:
-                continue
-            value = pylists[name][r]
-            if struct[name]:
-                value = _strip_none(value)
-            elif isinstance(value, (str, bytes)):
-                value = loads_json(value)
-            obj[name] = value
-        if isinstance(obj["messages"], dict) and "messages" in obj["messages"]:
-            obj = {**obj["messages"], **{k: v for k, v in obj.items() if k != "messages"}}
-        for name in ("add_generation_prompt", "enable_thinking"):
-            if name in pylists and pylists[name][r] is not None:
-                obj[name] = pylists[name][r]
-        return obj
+
+def records_of_batch(batch, index: int):
+    """(records, failures) of the rows of an Arrow batch of a Parquet input's
+    columns, numbered from `index`."""
+    pylists = {name: batch.column(name).to_pylist() for name in batch.column_names}
+    struct = {n: not _is_string(batch.column(n).type) for n in ("messages", "tools") if n in pylists}
+    records, failures = [], []
+    for r in range(batch.num_rows):
+        try:
+            rec = make_record(_row(pylists, r, struct), index + r, None)
+            if rec.nbytes is None:
+                rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
+            records.append(rec)
+        except Exception as exc:  # noqa: BLE001 - classified by failure_of
+            failures.append(failure_of(exc, index + r, None))
+    return records, failures
+
+
+def _row(pylists, r, struct):
+    """The request or text record of row r (columns as Python lists)."""
+    text = pylists["text"][r] if "text" in pylists else None
+    messages = pylists["messages"][r] if "messages" in pylists else None
+    if text is not None and messages is not None:
+        raise RecordError("a row has both 'text' and 'messages'")
+    if text is not None:
+        return {"text": text}
+    if messages is None:
+        raise RecordError("'text' and 'messages' are both null")
+    obj = {}
+    for name in ("messages", "tools"):
+        if name not in pylists or pylists[name][r] is None:
+            continue
+        value = pylists[name][r]
+        if struct[name]:
+            value = strip_none(value)
+        elif isinstance(value, (str, bytes)):
+            value = loads_json(value)
+        obj[name] = value
+    if isinstance(obj["messages"], dict) and "messages" in obj["messages"]:
+        obj = {**obj["messages"], **{k: v for k, v in obj.items() if k != "messages"}}
+    for name in ("add_generation_prompt", "enable_thinking"):
+        if name in pylists and pylists[name][r] is not None:
+            obj[name] = pylists[name][r]
+    return obj
 
 
 def _is_string(t) -> bool:
@@ -273,17 +261,8 @@ def _is_string(t) -> bool:
 
 
 def failure_of(exc: BaseException, index: int, line) -> Failure:
-    from .errors import Qwen4ExpError
-
-    if isinstance(exc, JsonError):
-        return Failure(index, line, "JSONDecodeError", f"invalid JSON: {exc}")
-    if isinstance(exc, UnicodeDecodeError):
-        return Failure(index, line, "UnicodeDecodeError", f"not valid UTF-8 (byte {exc.start})")
-    if isinstance(exc, (RecordError, Qwen4ExpError)):
-        return Failure(index, line, type(exc).__name__, str(exc))
-    if isinstance(exc, RecursionError):
-        return Failure(index, line, "RecordError", "record is nested too deeply")
-    raise exc
+    """The Failure of a record `exc` made unusable (a bug is raised again)."""
+    return Failure(index, line, *failure_name(exc))
 
 
 def open_source(path: str, fmt: str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ._cli_common import CliError, InputError, UsageError, need_module
+from .common import CliError, InputError, UsageError, need_module
 
 __all__ = ["Sink", "write_errors", "check_paths", "same_file", "flatten"]
 
@@ -116,19 +116,20 @@ class Sink:
         self.tmp = None
 
 
-def flatten(ok):
+def flatten(indexes, ids):
+    """(index, lengths, flat, offsets, total): the columns Sink.write takes, of
+    records numbered `indexes` with token ids `ids` (arrays or lists)."""
     import itertools
 
     import numpy as np
 
-    index = np.fromiter((r.index for r, _ in ok), dtype=np.int64, count=len(ok))
-    lengths = np.fromiter((len(x) for _, x in ok), dtype=np.int64, count=len(ok))
-    offsets = np.zeros(len(ok) + 1, dtype=np.int64)
+    index = np.fromiter(indexes, dtype=np.int64, count=len(ids))
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
     if total > 2**31 - 1:
         raise InputError("a chunk holds more than 2**31 tokens: use a smaller --chunk-size")
-    ids = [x for _, x in ok]
     if ids and all(isinstance(x, np.ndarray) for x in ids):
         flat = np.concatenate(ids).astype(np.int32, copy=False)
     else:

@@ -23,8 +23,9 @@ pyarrow and tqdm (the `cli` extra) are only imported by `batch`, and only when
 it needs them; `import qwen4exp` never imports this module.
 
 This module holds the argument parsing, `main` and the small commands; the
-`batch` pipeline is in `qwen4exp.batch`, and what both use (exit codes, errors,
-chat-request decoding, the tokenizer option) in `qwen4exp._cli_common`.
+`batch` pipeline is in `batch` (its engines: `batch.LocalEngine` and
+`ray_engine`), what the commands share (exit codes, errors, the tokenizer
+option) in `common`, and chat requests are decoded by `qwen4exp.requests`.
 """
 
 from __future__ import annotations
@@ -34,23 +35,20 @@ import json
 import os
 import sys
 
-from ._cli_common import EXIT_RECORDS_FAILED  # noqa: F401 - re-exported with the other codes
-from ._cli_common import (
+from ..errors import JsonError, Qwen4ExpError, RecordError
+from ..requests import REQUEST_KEYS, loads_json, request_from_json
+from . import gate
+from .batch import cmd_batch
+from .common import (
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
     InputError,
-    JsonError,
-    RecordError,
     UsageError,
-    _tokenizer,
-    loads_json,
-    request_from_json,
+    tokenizer_of,
 )
-from .batch import cmd_batch  # the `batch` pipeline lives in its own module
-from . import gate  # `gate` lives in its own module
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -111,9 +109,12 @@ def _load_request(path: str, args=None):
     except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
     try:
-        messages, options = request_from_json(obj, where, warn_unknown=True)
+        messages, options = request_from_json(obj, where)
     except RecordError as exc:
         raise InputError(str(exc)) from None
+    extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
+    if extra:
+        print(f"qwen4exp: warning: {where}: ignoring unknown keys {', '.join(extra)}", file=sys.stderr)
     if args is not None:
         if getattr(args, "add_generation_prompt", False):
             options["add_generation_prompt"] = True
@@ -123,16 +124,15 @@ def _load_request(path: str, args=None):
 
 
 def _render(messages, options, where: str):
-    from .chat import render_chat
-    from .errors import Qwen4ExpError
-
+    from ..chat import render_chat
     try:
         return render_chat(messages, **options)
     except Qwen4ExpError as exc:
         raise InputError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 def example_path() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "example_chat.json")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "examples", "example_chat.json")
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +158,7 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    from .segments import Kind
+    from ..segments import Kind
 
     return Kind(kind).name
 
@@ -183,7 +183,7 @@ def _short_ids(ids, width: int) -> str:
 
 def _segment_ids(tok, chat):
     """Token ids of each segment on its own (their concatenation is encode_chat)."""
-    from .segments import Segment
+    from ..segments import Segment
 
     out = []
     for seg in chat.segments:
@@ -203,7 +203,7 @@ def cmd_demo(args) -> int:
     path = example_path()
     messages, options = _load_request(path)
     chat = _render(messages, options, path)
-    tok = _tokenizer()
+    tok = tokenizer_of()
     ids = tok.encode_chat(chat)
     per_segment = _segment_ids(tok, chat)
     assert np.array_equal(np.concatenate(per_segment), ids)  # each segment stands alone
@@ -320,9 +320,7 @@ def _format_ids(ids, fmt: str) -> str:
 
 def _encode_input(args):
     """ids of the command's input: text, or a chat request with --chat."""
-    from .errors import Qwen4ExpError
-
-    tok = _tokenizer(args)
+    tok = tokenizer_of(args)
     if args.chat:
         if args.text is not None:
             raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
@@ -344,13 +342,11 @@ def cmd_encode(args) -> int:
 
 
 def cmd_count(args) -> int:
-    from .errors import Qwen4ExpError
-
     if args.chat:
         _, ids = _encode_input(args)
         n = len(ids)
     else:
-        tok = _tokenizer(args)
+        tok = tokenizer_of(args)
         text = _read_text(args)
         try:
             n = tok.count(text)
@@ -391,10 +387,8 @@ def _read_ids(args) -> list[int]:
 
 
 def cmd_decode(args) -> int:
-    from .errors import Qwen4ExpError
-
     ids = _read_ids(args)
-    tok = _tokenizer(args)
+    tok = tokenizer_of(args)
     try:
         data = tok.decode_bytes(ids)
     except Qwen4ExpError as exc:
@@ -409,10 +403,8 @@ def cmd_decode(args) -> int:
 
 
 def cmd_parse(args) -> int:
-    from .errors import Qwen4ExpError
-
     ids = _read_ids(args)
-    tok = _tokenizer(args)
+    tok = tokenizer_of(args)
     try:
         message = tok.parse_completion(ids, in_reasoning=args.in_reasoning)
     except Qwen4ExpError as exc:
@@ -586,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
         "is null for Parquet input; default OUT.errors.jsonl) and goes on, exiting\n"
         "with 1 if any failed. A summary (records ok/failed, tokens, MB, seconds,\n"
         "throughput) goes to stderr; a tqdm progress bar too when stderr is a terminal.",
-        cmd_batch,
+        _cmd_batch,
     )
     sp.add_argument("input", metavar="IN", help="input JSONL or Parquet file (- for JSONL on stdin)")
     sp.add_argument("output", metavar="OUT", help="output .parquet or .jsonl file")
@@ -620,8 +612,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cmd_batch(args) -> int:
+    if args.engine == "local":
+        if args.address:
+            raise UsageError("--address is for --engine ray")
+        return cmd_batch(args)
+    try:
+        from .ray_engine import RayEngine
+    except ImportError:
+        raise UsageError('--engine ray needs ray: pip install "qwen4exp[ray]"') from None
+    return cmd_batch(args, engine=RayEngine)
+
+
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 

@@ -1,0 +1,57 @@
+"""`qwen4exp gate`: the command over the model-free checks of `qwen4exp.gate`.
+
+Exit codes: 0 all checks pass, 1 a check failed, 2 usage, 3 unreadable files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import _vocab_compile
+from ..errors import Qwen4ExpError
+from ..gate import GateInputError, gate_tokenizer_file, run_gate
+from ..tokenizer import Tokenizer
+from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE
+
+EXIT_FAILED = 1  # a check failed
+
+GATE_HELP = (
+    "Model-free gate: check a tokenizer and the renderer before serving them.\n"
+    "Over the packaged chat oracle (accepted and rejected requests: literal controls\n"
+    "in content, tool names, arguments and schemas; text spelling media tokens;\n"
+    "structured media, second system, unknown roles, malformed arguments) it checks\n"
+    "that every caller byte is DATA, every template marker yields exactly its atom\n"
+    "id, and rejected requests leave a prior transcript and token buffer unchanged;\n"
+    "and that the vocabulary is sound (256 byte tokens, atoms one id each outside\n"
+    "the BPE range and unreachable from DATA, decode round trip).\n\n"
+    "Exit codes: 0 all checks pass, 1 a check failed (each failure names the check\n"
+    "and the atom or case), 2 usage error, 3 unreadable file."
+)
+
+
+def add_arguments(sp) -> None:
+    which = sp.add_mutually_exclusive_group()
+    which.add_argument("--vocab", metavar="NAME",
+                       help=f"a bundled vocabulary ({', '.join(_vocab_compile.BUNDLED)}; default qwen3)")
+    which.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json, or a directory holding one")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_gate(args) -> int:
+    try:
+        if args.tokenizer:
+            report = gate_tokenizer_file(args.tokenizer)
+        else:
+            name = args.vocab or "qwen3"
+            try:
+                tok = Tokenizer(name)
+            except Qwen4ExpError as exc:
+                print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            report = run_gate(tok, subject=f"bundled vocabulary {tok._vocab_name}")
+    except GateInputError as exc:
+        print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(json.dumps(report.to_json(), indent=1) if args.json else report.format())
+    return EXIT_OK if report.ok else EXIT_FAILED

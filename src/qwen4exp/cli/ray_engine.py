@@ -1,0 +1,202 @@
+"""`qwen4exp batch --engine ray`: the batch pipeline (`batch`) with its chunks
+encoded on a Ray cluster, through a `qwen4exp.ray.TokenizerPool`.
+
+The driver reads JSONL lines, or lists Parquet row groups (IN may be a
+directory of shards, taken in sorted order), and ships them as they are; each
+actor parses and encodes its chunk as the local engine does
+(`sources.record_of_line` / `sources.records_of_batch`, `batch.encode_chunk`)
+and returns an `EncodedChunk`. The pipeline writes them in input order, so
+OUT, the errors file, the summary and the exit code are the local engine's.
+Parquet files are read by the actors: they must be reachable from every node.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import ray
+
+from ..ray import TokenizerPool
+from .batch import EncodedChunk, encode_chunk
+from .common import InputError, UsageError
+from .sources import (
+    PARQUET_EXT,
+    JsonlSource,
+    ParquetSource,
+    failure_of,
+    iter_jsonl,
+    record_of_line,
+    records_of_batch,
+)
+
+__all__ = ["RayEngine"]
+
+
+class RayEngine:
+    """The engine of `--engine ray` (see qwen4exp.cli.batch): one actor per
+    --threads CPUs of the cluster (--threads: native threads per actor,
+    default 1, at most the largest node's CPUs), two chunks in flight each."""
+
+    def __init__(self, tok, args) -> None:
+        self.input = args.input
+        self.started = _connect(args.address)
+        self.pool = None
+        node_cpus = max([n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]] or [1])
+        threads = max(1, min(args.threads or 1, int(node_cpus)))
+        actors = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
+        self.pool = TokenizerPool(tok, size=actors, num_threads=threads)
+        self.window = 2 * actors
+        self.chunk_size = args.chunk_size
+
+    @staticmethod
+    def open_source(path: str, fmt: str):
+        if os.path.isdir(path):
+            if fmt == "jsonl":
+                raise UsageError(f"{path} is a directory: only Parquet shards can be read from a directory")
+            return _RowGroups(path)
+        return _RowGroups(path) if fmt == "parquet" else _JsonlLines(path)
+
+    def submit(self, work):
+        return _Pending(self.pool.submit(_encode_work, work, self.chunk_size), self.input)
+
+    def close(self, cancel: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        if self.started:
+            ray.shutdown()
+
+
+class _Pending:
+    def __init__(self, ref, input_name: str) -> None:
+        self.ref, self.input_name = ref, input_name
+
+    def result(self) -> EncodedChunk:
+        try:
+            return ray.get(self.ref)
+        except ray.exceptions.RayError as exc:  # a worker failed (e.g. an unreadable row group)
+            raise InputError(f"{self.input_name}: the Ray job failed: {_last_error_line(exc)}") from None
+
+
+def _encode_work(tok, threads: int, work, chunk_size: int) -> EncodedChunk:
+    """On an actor: parse and encode one chunk of raw JSONL lines, or one
+    Parquet row group (`chunk_size` rows at a time)."""
+    if work[0] == "jsonl":
+        records, failures = [], []
+        for index, lineno, raw in work[1]:
+            try:
+                records.append(record_of_line(raw, index, lineno))
+            except Exception as exc:  # noqa: BLE001 - classified by failure_of
+                failures.append(failure_of(exc, index, lineno))
+        return encode_chunk(tok, records, threads, failures)
+    import pyarrow.parquet as pq
+
+    _, path, group, index, columns = work
+    parts = []
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_size, row_groups=[group], columns=columns):
+        records, failures = records_of_batch(batch, index)
+        parts.append(encode_chunk(tok, records, threads, failures))
+        index += batch.num_rows
+    return _joined(parts)
+
+
+def _joined(parts) -> EncodedChunk:
+    """One EncodedChunk of consecutive ones."""
+    if len(parts) == 1:
+        return parts[0]
+    filled = [p.columns for p in parts if p.columns is not None]
+    columns = None
+    if filled:
+        index, lengths, flat = (np.concatenate([c[k] for c in filled]) for k in range(3))
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if offsets[-1] > 2**31 - 1:
+            raise InputError("a row group holds more than 2**31 tokens")
+        columns = (index, lengths, flat, offsets.astype(np.int32), int(offsets[-1]))
+    return EncodedChunk(
+        [x for p in parts for x in p.ids], sum(p.nbytes for p in parts),
+        [f for p in parts for f in p.failures], columns,
+    )
+
+
+class _JsonlLines:
+    """A JSONL input read by the driver: chunks of (index, line number, raw
+    line) of its non-blank lines, parsed on the actors."""
+
+    def __init__(self, path: str) -> None:
+        src = JsonlSource(path)  # checks the file as the local engine does
+        self.path, self.name = path, src.name
+        self.total_bytes, self.total_records, self.progress_unit = src.total_bytes, None, "bytes"
+
+    def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
+        lines, consumed, size, index = [], 0, 0, 0
+        for lineno, raw in iter_jsonl(self.path):
+            consumed += len(raw)
+            if not raw.strip():
+                continue  # blank lines are not records
+            lines.append((index, lineno, raw))
+            index += 1
+            size += len(raw)
+            if len(lines) >= chunk_records or size >= chunk_bytes:
+                yield ("jsonl", lines), [], consumed
+                lines, consumed, size = [], 0, 0
+        if lines or consumed:
+            yield ("jsonl", lines), [], consumed
+
+
+class _RowGroups:
+    """A Parquet file or a directory of shards: one chunk per row group, read
+    by an actor. The shards' columns must agree."""
+
+    def __init__(self, path: str) -> None:
+        if os.path.isdir(path):
+            files = sorted(
+                os.path.join(d, f)
+                for d, _, names in os.walk(path)
+                for f in names
+                if f.lower().endswith(PARQUET_EXT) and not f.startswith((".", "_"))
+            )
+            if not files:
+                raise InputError(f"{path}: the directory holds no Parquet files ({', '.join(PARQUET_EXT)})")
+        else:
+            files = [path]
+        self.name, self.progress_unit, self.total_bytes = path, "records", None
+        self.columns, self.groups, self.total_records = None, [], 0
+        for f in files:
+            src = ParquetSource(f)  # checks the file as the local engine does
+            if self.columns is None:
+                self.columns = src.columns
+            elif src.columns != self.columns:
+                raise InputError(
+                    f"{f}: its columns ({', '.join(src.columns)}) differ from {files[0]}'s "
+                    f"({', '.join(self.columns)}); the shards of one input must agree"
+                )
+            meta = src.file.metadata
+            for g in range(meta.num_row_groups):
+                rows = meta.row_group(g).num_rows
+                self.groups.append((os.path.abspath(f), g, self.total_records, rows))
+                self.total_records += rows
+
+    def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
+        for path, group, index, rows in self.groups:
+            yield ("parquet", path, group, index, self.columns), [], rows
+
+
+def _last_error_line(exc) -> str:
+    """The 'SomeError: message' line of a Ray error's remote traceback."""
+    import re
+
+    found = [x for x in str(exc).splitlines() if re.match(r"[\w.]+(Error|Exception): ", x)]
+    return found[-1] if found else str(exc).strip().splitlines()[-1]
+
+
+def _connect(address) -> bool:
+    """ray.init unless this process is already connected; True if we did."""
+    import logging
+
+    if ray.is_initialized():
+        return False
+    local = address is None and not os.environ.get("RAY_ADDRESS")
+    extra = dict(include_dashboard=False) if local else {}
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, **extra)
+    return True

@@ -1,0 +1,102 @@
+"""Chat requests from JSON text or Arrow rows, strictly.
+
+One decoder for every place that reads a request: the command line (`render`,
+`encode --chat`, `batch`) and `qwen4exp.ray.tokenize_dataset`. A request is a
+JSON object {"messages": [...], "tools": [...], "add_generation_prompt": bool,
+"enable_thinking": bool} or a bare list of messages.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .errors import JsonError, Qwen4ExpError, RecordError
+
+__all__ = ["REQUEST_KEYS", "loads_json", "request_from_json", "strip_none", "failure_name"]
+
+# The keys of a request object; the others are ignored.
+REQUEST_KEYS = ("messages", "tools", "add_generation_prompt", "enable_thinking")
+
+
+def reject_constant(name: str):
+    """json's parse_constant hook: NaN, Infinity and -Infinity are not JSON."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:24]} is out of range")
+    return value
+
+
+def _unique_keys(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup[:40]!r} in an object")
+    return obj
+
+
+def loads_json(text):
+    """Strict JSON: no NaN or Infinity, no out-of-range numbers, no duplicate
+    keys (parsers disagree on which one wins), and a one-line JsonError for
+    anything else that fails (bad syntax, integers past Python's digit limit,
+    nesting too deep)."""
+    try:
+        return json.loads(text, parse_constant=reject_constant, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise JsonError("nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, the int digit limit, the hooks above
+        raise JsonError(str(exc).split("; use sys.set_int_max_str_digits")[0]) from None
+
+
+def request_from_json(obj, where: str):
+    """(messages, options) of a decoded chat request: an object or a bare
+    message list; `where` names it in a RecordError."""
+    if isinstance(obj, list):
+        return obj, {}
+    if not isinstance(obj, dict):
+        raise RecordError(
+            f"{where}: a chat request must be a JSON object with \"messages\" or a list of "
+            f"messages, not {type(obj).__name__}"
+        )
+    if "messages" not in obj:
+        raise RecordError(f'{where}: a chat request needs a "messages" list')
+    options = {k: obj[k] for k in REQUEST_KEYS[1:] if k in obj and obj[k] is not None}
+    return obj["messages"], options
+
+
+def strip_none(obj):
+    """Drop None-valued keys of a message / tool call / content part decoded from
+    an Arrow struct (a struct column has every field of the union in every row)."""
+    if isinstance(obj, dict):
+        return {k: _strip_none_field(k, v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [strip_none(x) for x in obj]
+    return obj
+
+
+def _strip_none_field(key, value):
+    # Tool arguments and tool schemas are caller JSON: keep them exactly.
+    if key in ("arguments", "parameters"):
+        return value
+    return strip_none(value)
+
+
+def failure_name(exc: BaseException) -> tuple[str, str]:
+    """(error name, message) of a request or record that could not be used, as
+    `qwen4exp batch` and tokenize_dataset report it. Anything else is not a bad
+    row but a bug: it is raised again."""
+    if isinstance(exc, JsonError):
+        return "JSONDecodeError", f"invalid JSON: {exc}"
+    if isinstance(exc, UnicodeDecodeError):
+        return "UnicodeDecodeError", f"not valid UTF-8 (byte {exc.start})"
+    if isinstance(exc, Qwen4ExpError):
+        return type(exc).__name__, str(exc)
+    if isinstance(exc, RecursionError):
+        return "RecordError", "record is nested too deeply"
+    raise exc
