@@ -5,7 +5,7 @@ only those. The rules it keeps are in docs/FORMAT.md, the data path in
 docs/ARCHITECTURE.md.
 """
 
-from .chat import render_chat, render_chat_into
+from .chat import chat_formats, render_chat, render_chat_into
 from .completion import CompletionParser, Delta
 from .decode_stream import DecodeStream
 from .encoded import EncodedChat
@@ -25,6 +25,7 @@ from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 __all__ = [
     "render_chat",
     "render_chat_into",
+    "chat_formats",
     "Tokenizer",
     "TokenBuffer",
     "EncodedChat",
