@@ -208,11 +208,10 @@ class Tokenizer:
             )
         with np.load(path) as z:
             arrays = {k: z[k] for k in z.files}
-        if int(arrays["format_version"][0]) != _vocab_compile.FORMAT_VERSION:
-            raise ValueError(f"{path}: compiled vocabulary has an unknown format version")
+        # a cache entry (expect_sha) is compiled from a tokenizer.json: it has no self_encoding flags
+        _vocab_compile.check_compiled(arrays, self_encoding=expect_sha is None)
         if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
             raise ValueError(f"{path}: checksum does not match its tokenizer.json")
-        _vocab_compile.check_compiled(arrays)
         self._init_arrays(arrays, cache_size, encode_threads)
 
     def _init_arrays(
@@ -554,15 +553,28 @@ def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = 
 
 
 def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None) -> Tokenizer:
+    """Unpickle a from_file Tokenizer. The checksum travels in the same pickle as
+    the arrays, so it only detects accidents: the arrays get every check that
+    compiling a tokenizer.json guarantees (check_compiled, deep) before they
+    reach the native core; anything wrong is a Qwen4ExpError."""
+    try:
+        _vocab_compile.check_compiled(arrays, self_encoding=False, deep=True)
+    except _vocab_compile.VocabFormatError as exc:
+        raise Qwen4ExpError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
     got = _arrays_sha256(arrays)
     if got != sha256:
         raise Qwen4ExpError(
             f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
-            f"expected {sha256} (the pickle is damaged)"
+            f"expected {sha256!r} (the pickle is damaged)"
         )
     tok = Tokenizer.__new__(Tokenizer)
     tok._vocab_name = None
-    tok._init_arrays(arrays, cache_size, encode_threads)
+    try:
+        tok._init_arrays(arrays, cache_size, encode_threads)
+    except Qwen4ExpError:
+        raise
+    except ValueError as exc:  # cache_size, encode_threads
+        raise Qwen4ExpError(f"unpickling a Tokenizer: {exc}") from None
     tok._compiled_sha256 = sha256
     return tok
 
