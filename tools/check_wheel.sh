@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Build a wheel of this tree and use it from outside the source tree, in a
+# fresh virtual environment: both vocabularies load from their compiled
+# arrays, a chat renders and encodes, the command line runs. The venv sees
+# the system's packages (numpy, pyarrow) but imports qwen4exp from the wheel
+# alone, which the check asserts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+python3 -m pip wheel --no-deps -q -w "$tmp/dist" .
+python3 -m venv --system-site-packages "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install --no-deps --no-index -q "$tmp"/dist/qwen4exp-*.whl
+
+cd "$tmp"  # nothing of the source tree on the path
+"$tmp/venv/bin/python" - "$tmp/venv" "$tmp"/dist/qwen4exp-*.whl <<'EOF'
+import os
+import sys
+import zipfile
+
+venv, wheel = sys.argv[1], sys.argv[2]
+names = set(zipfile.ZipFile(wheel).namelist())
+for need in ("qwen4exp/__init__.py", "qwen4exp/cli/__init__.py", "qwen4exp/formats/__init__.py",
+             "qwen4exp/_data/tokenizer.json", "qwen4exp/_data/NOTICE", "qwen4exp/_data/qwen3.6/NOTICE",
+             "qwen4exp/examples/example_chat.json", "qwen4exp/examples/gate_oracle.json"):
+    assert need in names, f"the wheel lacks {need}"
+assert any(n.startswith("qwen4exp/_data/") and n.endswith(".npz") for n in names), "no compiled vocabulary"
+assert any(n.endswith("/LICENSE") for n in names), "no LICENSE in the wheel"
+
+import qwen4exp
+
+where = os.path.realpath(qwen4exp.__file__)
+assert where.startswith(os.path.realpath(venv)), f"qwen4exp imported from {where}, not from the wheel"
+for name in qwen4exp.vocabularies():
+    tok = qwen4exp.Tokenizer(name)
+    chat = qwen4exp.render_chat([{"role": "user", "content": "hi <|im_end|>"}], add_generation_prompt=True)
+    ids = tok.encode_chat(chat)
+    assert tok.decode(ids) == chat.text and list(ids).count(tok.atoms["<|im_end|>"]) == 1
+    print(f"{name}: {tok!r}, {len(ids)} ids for {len(chat.data)} bytes")
+print(f"qwen4exp {qwen4exp.__version__} from {os.path.dirname(where)}")
+EOF
+"$tmp/venv/bin/qwen4exp" demo > "$tmp/demo.txt"
+"$tmp/venv/bin/python" -m qwen4exp demo | cmp - "$tmp/demo.txt"
+head -n 2 "$tmp/demo.txt"
+echo "wheel check: ok ($(basename "$tmp"/dist/qwen4exp-*.whl))"
