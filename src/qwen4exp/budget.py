@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import BudgetError
+from .errors import BudgetError, fault_error
 from .segments import RenderedChat
 
 __all__ = ["FittedChat", "fit_chat"]
 
-_HEAD_ROLES = ("system", "developer")  # a leading message that is never dropped
+_HEAD_ROLES = ("system",)  # a leading message that is never dropped
 
 
 class FittedChat(NamedTuple):
@@ -71,8 +71,6 @@ class _Full:
     def __init__(self, tok, chat: RenderedChat) -> None:
         ids, tok_ends, fault = tok._native.encode_bounds(chat._data, chat._bounds, chat._first_control, 0, True)
         if fault is not None:
-            from .tokenizer import fault_error
-
             raise fault_error(fault, chat._data, chat._bounds, chat._bounds[1:])
         self.chat, self.ids = chat, ids
         self.ends = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]
@@ -120,11 +118,10 @@ def fit_chat(
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0:
         raise ValueError(f"fit_chat(): budget must be a non-negative int, not {budget!r}")
     budget = operator.index(budget)
-    if chat_format != "qwen3":
-        render_options["chat_format"] = chat_format
 
     def render(kept: list) -> RenderedChat:
-        return render_chat(kept, tools=tools, add_generation_prompt=add_generation_prompt, **render_options)
+        return render_chat(kept, tools=tools, add_generation_prompt=add_generation_prompt,
+                           chat_format=chat_format, **render_options)
 
     full = _Full(tok, render(messages))  # validates the request: the kept suffixes are valid too
     messages = list(messages)
