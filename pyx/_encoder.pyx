@@ -25,7 +25,8 @@ import os
 import numpy as np
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._scheduler cimport Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, convert_fn, new_streams, free_streams, run_streams
+from qwen4exp._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
+                                  free_streams, run_streams)
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge)
@@ -74,23 +75,7 @@ def _set_split_min(Py_ssize_t n):
 
 
 cdef class NativeTokenizer:
-    cdef BpeModel model
-    cdef AtomTable atoms
-    cdef const uint8_t *token_bytes
-    cdef const int64_t *token_offsets
-    cdef readonly Py_ssize_t n_vocab
-    cdef readonly Py_ssize_t cache_words
-    cdef readonly int encode_threads  # threads one encode() may use (1: never split)
-    cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
-    cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
-    cdef PieceCache seed       # shared by every worker, asked after its own cache; workers add only through publish_short (empty when cache_words is 0)
-    cdef readonly Py_ssize_t seed_words
-    cdef Py_ssize_t seed_room     # short pieces workers could add to the seed at first
-    cdef Worker **pool
-    cdef Py_ssize_t pool_len
-    cdef object _keep          # numpy arrays whose buffers we point into
-    cdef IdInts _id_ints       # the ids' static int objects, for building lists
-    cdef ShortSlot fixed_homes[FIXED_SLOTS]  # the homes of one-byte and uncached pieces (_lookup)
+    # attributes: pyx/_encoder.pxd
 
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
@@ -612,6 +597,11 @@ cdef class NativeTokenizer:
                         Py_ssize_t convert_every):
         """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
         one pooled worker each, and return what `convert` makes of each."""
+        return self.run_jobs(streams, count, num_threads, encode_one, convert, <void *> self, convert_every)
+
+    cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every):
+        """run_batch with another encode callback and its context (pyx/_arrow.pyx)."""
         cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
         cdef Worker *single = self.acquire()
         cdef Worker **workers = <Worker **> q4_malloc(<size_t> want * sizeof(Worker *))
@@ -625,7 +615,7 @@ cdef class NativeTokenizer:
                 break  # the threads that have a worker share the work
             n += 1
         try:
-            return run_streams(streams, count, workers, n, encode_one, convert, <void *> self, convert_every)
+            return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every)
         finally:
             for k in range(n):
                 self.release(workers[k])

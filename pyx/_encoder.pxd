@@ -1,0 +1,50 @@
+# The native tokenizer (pyx/_encoder.pyx): its state and the nogil entry
+# points other native modules call (pyx/_arrow.pyx runs its rows through
+# encode_data on the same scheduler and workers).
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+
+from qwen4exp._scheduler cimport Stream, encode_fn, convert_fn
+from qwen4exp._idvec cimport IdVec
+from qwen4exp._bpe cimport BpeModel, Worker
+from qwen4exp._piece_cache cimport PieceCache, ShortSlot
+from qwen4exp._lookup cimport FIXED_SLOTS
+from qwen4exp._atoms cimport AtomTable
+from qwen4exp._geometry cimport GeoError
+from qwen4exp._pylist cimport IdInts
+
+
+cdef class NativeTokenizer:
+    cdef BpeModel model
+    cdef AtomTable atoms
+    cdef const uint8_t *token_bytes
+    cdef const int64_t *token_offsets
+    cdef readonly Py_ssize_t n_vocab
+    cdef readonly Py_ssize_t cache_words
+    cdef readonly int encode_threads  # threads one encode() may use (1: never split)
+    cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
+    cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
+    cdef PieceCache seed       # shared by every worker, asked after its own cache; workers add only through publish_short (empty when cache_words is 0)
+    cdef readonly Py_ssize_t seed_words
+    cdef Py_ssize_t seed_room     # short pieces workers could add to the seed at first
+    cdef Worker **pool
+    cdef Py_ssize_t pool_len
+    cdef object _keep          # numpy arrays whose buffers we point into
+    cdef IdInts _id_ints       # the ids' static int objects, for building lists
+    cdef ShortSlot fixed_homes[FIXED_SLOTS]  # the homes of one-byte and uncached pieces (_lookup)
+
+    cdef Worker *acquire(self) except NULL
+    cdef Worker *take_worker(self) noexcept
+    cdef void release(self, Worker *w) noexcept
+    cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
+    cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
+    cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
+                           const int64_t *ends, const int8_t *kinds, Py_ssize_t first, Py_ssize_t m,
+                           IdVec *out, int64_t *tok_ends, GeoError *geo, Py_ssize_t *bad) noexcept nogil
+    cdef int encode_text(self, str text, IdVec *out) except -2
+    cdef list encode_parts(self, str text)
+    cdef list encode_cut(self, const uint8_t *s, Py_ssize_t n, Py_ssize_t mode)
+    cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
+                        Py_ssize_t convert_every)
+    cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every)
+    cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil

@@ -1,0 +1,118 @@
+"""Arrow in, Arrow out: `Tokenizer.encode_arrow` and the list<int32> arrays
+of ids it and `qwen4exp batch` build.
+
+The native side (pyx/_arrow.pyx) reads a string array's buffers in place and
+fills the result's offsets and values; this module checks types, hands it
+the buffers and wraps what comes back with `pa.Array.from_buffers`, so no
+Python object is made per row or per id. pyarrow is optional (the `cli`
+extra) and imported only here, on first use.
+"""
+
+from __future__ import annotations
+
+from ._arrow import encode_string_arrays, join_id_arrays
+from .errors import TextEncodingError
+
+__all__ = ["encode_arrow", "id_lists", "need_pyarrow"]
+
+
+def need_pyarrow(where: str):
+    """The pyarrow module, or an ImportError that says how to get it."""
+    try:
+        import pyarrow
+    except ImportError:
+        raise ImportError(
+            f"{where} needs pyarrow, which is not installed: pip install 'qwen4exp[cli]' (or pyarrow)"
+        ) from None
+    return pyarrow
+
+
+def _string_arrays(pa, strings):
+    """strings as (arrays, chunked): the string / large_string arrays to encode."""
+    if isinstance(strings, pa.ChunkedArray):
+        arrays, chunked = list(strings.chunks), True
+        kind = strings.type
+    elif isinstance(strings, pa.Array):
+        arrays, chunked = [strings], False
+        kind = strings.type
+    elif isinstance(strings, (list, tuple)):
+        return [_array_of_list(pa, strings)], False
+    else:
+        raise TypeError(
+            "encode_arrow() takes a pyarrow string or large_string Array or ChunkedArray, or a list of str, "
+            f"not {type(strings).__name__}"
+        )
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return arrays, chunked
+    if getattr(pa.types, "is_string_view", lambda _: False)(kind):
+        return [a.cast(pa.large_string()) for a in arrays], chunked
+    raise TypeError(f"encode_arrow() takes an array of strings, not of {kind} (cast it to pa.large_string())")
+
+
+def _array_of_list(pa, texts):
+    """A large_string array of a list of str (None: a null row)."""
+    for i, t in enumerate(texts):
+        if t is not None and not isinstance(t, str):
+            raise TypeError(f"encode_arrow(): strings[{i}] is {type(t).__name__}, not str")
+    try:
+        return pa.array(texts, type=pa.large_string())
+    except UnicodeEncodeError:
+        for i, t in enumerate(texts):
+            if t is not None:
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError:
+                    ch = next(k for k, c in enumerate(t) if 0xD800 <= ord(c) <= 0xDFFF)
+                    raise TextEncodingError(
+                        f"encode_arrow(): strings[{i}]: lone surrogate U+{ord(t[ch]):04X} at character {ch} "
+                        "is not valid Unicode"
+                    ) from None
+        raise
+
+
+def _describe(pa, array, large: bool):
+    """The native side's view of one array: its buffers, offset and length."""
+    bufs = array.buffers()
+    if any(b is not None and not b.is_cpu for b in bufs[:3]):
+        raise TypeError("encode_arrow() reads arrays in main memory (copy device arrays to the CPU first)")
+    validity = bufs[0] if array.null_count else None
+    return validity, bufs[1], bufs[2], array.offset, len(array), large
+
+
+def encode_arrow(native, strings, num_threads: int):
+    """Tokenizer.encode_arrow's work (see there); `native` is its NativeTokenizer."""
+    pa = need_pyarrow("encode_arrow()")
+    arrays, chunked = _string_arrays(pa, strings)
+    described = [_describe(pa, a, pa.types.is_large_string(a.type)) for a in arrays]
+    results, bad = encode_string_arrays(native, described, num_threads)
+    if bad is not None:
+        k, row, offset = bad
+        row += sum(len(a) for a in arrays[:k])
+        raise TextEncodingError(f"encode_arrow(): strings[{row}] is not valid UTF-8 (at byte {offset} of the row)")
+    out = [
+        list_array(pa, offsets, values, validity, a.null_count)
+        for a, (validity, offsets, values) in zip(arrays, results)
+    ]
+    if chunked:
+        return pa.chunked_array(out, type=pa.list_(pa.int32()))
+    return out[0]
+
+
+def list_array(pa, offsets, values, validity=None, null_count: int = 0):
+    """A list<int32> array over numpy int32 offsets and values (and a validity
+    bitmap from bit 0, or None): the buffers are used as they are."""
+    return pa.Array.from_buffers(
+        pa.list_(pa.int32()),
+        len(offsets) - 1,
+        [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets)],
+        null_count=null_count if validity is not None else 0,
+        children=[pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)], null_count=0)],
+    )
+
+
+def id_lists(ids):
+    """A list<int32> array of per-row int32 id arrays (encode_chats' results),
+    filled natively in one pass."""
+    pa = need_pyarrow("id_lists()")
+    offsets, values = join_id_arrays(list(ids))
+    return list_array(pa, offsets, values)
