@@ -10,6 +10,11 @@ version showed interpreter overhead as the whole cost of one-id feeds.
 * `ParserCore`: the completion parser's state machine. Grammar, whitespace
   rules and the error model are documented in src/qwen4exp/completion.py,
   which also validates tool call bodies (once per call, in Python).
+
+Errors: this module imports nothing of the Python layer. A bad id or a feed
+after the end calls the Python subclass's `_bad_id(id, index)` /
+`_finished()` (decode_stream.py, completion.py), which build the exception
+with qwen4exp.errors.
 """
 import numpy as np
 
@@ -165,9 +170,7 @@ cdef class DecodeStreamCore(Utf8Stream):
                 i = id.__index__()
                 data = table[i]
         if data is None:
-            from qwen4exp.decode_stream import bad_id
-
-            raise bad_id(id, self.count, len(table), "step()")
+            raise self._bad_id(id, self.count)
         self.count += 1
         return self.take(<bytes> data)
 
@@ -222,9 +225,7 @@ cdef class ParserCore:
                 self.count += 1
                 return out
         if self.result is not None:
-            from qwen4exp.errors import Qwen4ExpError
-
-            raise Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
+            raise self._finished()
         ids = self.checked(ids)
         if self.mode == DONE:
             self.trailing.extend(ids.tolist() if isinstance(ids, np.ndarray) else ids)
@@ -237,8 +238,6 @@ cdef class ParserCore:
 
     cdef checked(self, ids):
         """`ids` as a list of ints (short) or an int64 array (long), all valid."""
-        from qwen4exp.decode_stream import bad_id
-
         cdef Py_ssize_t n = len(self.parse)
         cdef list parse = self.parse
         if type(ids) is int:
@@ -256,7 +255,7 @@ cdef class ParserCore:
             if set(map(type, ids)) - {int}:
                 for k, i in enumerate(ids):
                     if isinstance(i, bool) or not hasattr(i, "__index__"):
-                        raise bad_id(i, self.count + k, n, self._where)
+                        raise self._bad_id(i, self.count + k)
                 ids = [i.__index__() for i in ids]
         if len(ids):
             if isinstance(ids, np.ndarray):
@@ -265,10 +264,10 @@ cdef class ParserCore:
                     bad = np.array([parse[i] is None for i in ids.tolist()])
                 if bad.any():
                     k = int(np.flatnonzero(bad)[0])
-                    raise bad_id(int(ids[k]), self.count + k, n, self._where)
+                    raise self._bad_id(int(ids[k]), self.count + k)
             elif min(ids) < 0 or max(ids) >= n or (self.has_gaps and None in [parse[i] for i in ids]):
                 k = next(k for k, i in enumerate(ids) if not 0 <= i < n or parse[i] is None)
-                raise bad_id(ids[k], self.count + k, n, self._where)
+                raise self._bad_id(ids[k], self.count + k)
         if type(ids) is list and len(ids) >= _ARRAY_PATH_MIN:
             ids = np.array(ids, dtype=np.int64)  # validated: fits
         return ids

@@ -11,7 +11,7 @@ extra) and imported only here, on first use.
 from __future__ import annotations
 
 from ._arrow import encode_string_arrays, join_id_arrays
-from .errors import TextEncodingError
+from .errors import TextEncodingError, surrogate_error
 
 __all__ = ["encode_arrow", "id_lists", "need_pyarrow"]
 
@@ -62,11 +62,7 @@ def _array_of_list(pa, texts):
                 try:
                     t.encode("utf-8")
                 except UnicodeEncodeError:
-                    ch = next(k for k, c in enumerate(t) if 0xD800 <= ord(c) <= 0xDFFF)
-                    raise TextEncodingError(
-                        f"encode_arrow(): strings[{i}]: lone surrogate U+{ord(t[ch]):04X} at character {ch} "
-                        "is not valid Unicode"
-                    ) from None
+                    raise surrogate_error(t, f"encode_arrow(): strings[{i}]") from None
         raise
 
 

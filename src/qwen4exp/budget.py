@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import BudgetError
+from .errors import BudgetError, fault_error
 from .segments import RenderedChat
 
 __all__ = ["FittedChat", "fit_chat"]
@@ -71,8 +71,6 @@ class _Full:
     def __init__(self, tok, chat: RenderedChat) -> None:
         ids, tok_ends, fault = tok._native.encode_bounds(chat._data, chat._bounds, chat._first_control, 0, True)
         if fault is not None:
-            from .tokenizer import fault_error
-
             raise fault_error(fault, chat._data, chat._bounds, chat._bounds[1:])
         self.chat, self.ids = chat, ids
         self.ends = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]

@@ -18,8 +18,8 @@ import numpy as np
 
 from ._encoder import common_prefix
 from .encoded import EncodedChat, chat_masks
+from .errors import fault_error
 from .segments import RenderedChat
-from .tokenizer import fault_error
 
 __all__ = ["ChatEncoder"]
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from ._encoder import utf8_cached
 from .errors import ChatFormatError
+from .requests import reject_constant
 from .segments import utf8
 
 __all__ = [
@@ -135,9 +136,6 @@ def _json_text(value: Any, where: str, what: str) -> bytes:
     return utf8(text, where)  # a fresh string: no UTF-8 form worth keeping
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
 
 def _stripped(data: bytes) -> bytes:
     """`data` (UTF-8) without the whitespace str.strip() removes."""
@@ -190,7 +188,7 @@ def _arguments(value: Any, where: str) -> bytes:
     if isinstance(value, str):
         text = _text(value, where)
         try:
-            parsed = json.loads(value, parse_constant=_reject_constant)
+            parsed = json.loads(value, parse_constant=reject_constant)
         except (ValueError, RecursionError) as exc:
             raise ChatFormatError(
                 f"{where}: malformed tool arguments (a string must parse as a JSON object: {exc})"
@@ -212,7 +210,7 @@ def _parsed_object(value: str, where: str) -> dict:
     before an XML-call template sees them)."""
     _text(value, where)  # a lone surrogate is a TextEncodingError, as elsewhere
     try:
-        parsed = json.loads(value, parse_constant=_reject_constant)
+        parsed = json.loads(value, parse_constant=reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ChatFormatError(
             f"{where}: malformed tool arguments (a string must parse as a JSON object: {exc})"

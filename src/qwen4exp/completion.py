@@ -45,6 +45,8 @@ from json.decoder import scanstring
 
 from ._stream import ROLES, Delta, ParserCore
 from .chat import IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END
+from .errors import Qwen4ExpError, id_error
+from .requests import reject_constant
 
 __all__ = ["CompletionParser", "Delta"]
 
@@ -67,7 +69,7 @@ class CompletionParser(ParserCore):
     state machine is native (pyx/_stream.pyx).
     """
 
-    __slots__ = ()
+    __slots__ = ("_n_vocab",)
 
     def __init__(self, tok, *, in_reasoning: bool = False) -> None:
         if not isinstance(in_reasoning, bool):
@@ -77,9 +79,16 @@ class CompletionParser(ParserCore):
         for spelling, role in _STRUCTURE:
             if spelling in atoms:
                 roles[atoms[spelling]] = ROLES[role]
-        super().__init__(
-            tok._id_tables(), roles, tok._native.decode_bytes, tok.decode, tool_call, in_reasoning
-        )
+        tables = tok._id_tables()
+        super().__init__(tables, roles, tok._native.decode_bytes, tok.decode, tool_call, in_reasoning)
+        self._n_vocab = tables.n_vocab
+
+    # The native feed() calls these to build its errors.
+    def _bad_id(self, id, index: int) -> Exception:
+        return id_error(id, index, self._where, self._n_vocab)
+
+    def _finished(self) -> Exception:
+        return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
 # -- tool call bodies ----------------------------------------------------------
@@ -90,11 +99,8 @@ _SEPARATOR_TRIES = 8  # a name or arguments that spell the separator: bounded wo
 _WS = " \t\n\r"
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
 
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=reject_constant)
 
 
 def _json_object(text: str) -> bool:

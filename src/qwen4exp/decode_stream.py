@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._stream import DecodeStreamCore, Utf8Stream
-from .errors import Qwen4ExpError
+from .errors import id_error
 
 __all__ = ["DecodeStream", "Utf8Stream"]
 
@@ -39,21 +39,16 @@ class DecodeStream(DecodeStreamCore):
     `step` and the UTF-8 rules are native (pyx/_stream.pyx).
     """
 
-    __slots__ = ()
+    __slots__ = ("_n_vocab",)
 
-    def __init__(self, table: list, *, _internal: bool = False) -> None:
+    def __init__(self, table: list, *, n_vocab: int = 0, _internal: bool = False) -> None:
         if not _internal:
             raise TypeError("use Tokenizer.decode_stream() to make a DecodeStream")
         super().__init__(table)
+        self._n_vocab = n_vocab
 
-
-def bad_id(id, index: int, n: int, where: str) -> Exception:
-    """The error for an id that is not a vocabulary id (TypeError for a non-int)."""
-    if isinstance(id, bool) or not hasattr(id, "__index__"):
-        return TypeError(f"{where}: ids must be ints, not {type(id).__name__} (at index {index})")
-    return Qwen4ExpError(
-        f"{where}: id {id} at index {index} is not in the vocabulary (valid: 0..{n - 1})"
-    )
+    def _bad_id(self, id, index: int) -> Exception:  # called by the native step()
+        return id_error(id, index, "step()", self._n_vocab)
 
 
 class IdTables:
@@ -62,10 +57,11 @@ class IdTables:
     `text[id]`: the bytes the id spells (atoms their spelling; None: no such
     id). `skip`: the same with special atoms spelling b"". `parse[id]`: bytes
     for a BPE id, the id itself (an int) for an atom. `is_atom`: numpy bool
-    per id, for the array path of the completion parser.
+    per id, for the array path of the completion parser. `n_vocab`: the
+    number of BPE ids (the atom ids come after them).
     """
 
-    __slots__ = ("text", "skip", "parse", "is_atom", "special_ids", "has_gaps")
+    __slots__ = ("text", "skip", "parse", "is_atom", "special_ids", "has_gaps", "n_vocab")
 
     def __init__(self, blob: bytes, offsets, atoms: dict, special: frozenset) -> None:
         offs = offsets.tolist()
@@ -84,3 +80,4 @@ class IdTables:
         self.text, self.skip, self.parse, self.is_atom = text, skip, parse, is_atom
         self.special_ids = special
         self.has_gaps = None in text
+        self.n_vocab = n_bpe

@@ -12,7 +12,7 @@ from functools import partial
 from itertools import accumulate, cycle
 from typing import NamedTuple
 
-from .errors import TextEncodingError
+from .errors import surrogate_error
 
 __all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
 
@@ -57,10 +57,7 @@ def utf8(text: str, where: str) -> bytes:
     try:
         return str.encode(text, "utf-8")  # never a subclass's override
     except UnicodeEncodeError as exc:
-        raise TextEncodingError(
-            f"{where}: not valid Unicode (lone surrogate U+{ord(exc.object[exc.start]):04X} "
-            f"at character {exc.start}); encode it as a valid code point first"
-        ) from None
+        raise surrogate_error(text, where, exc.start) from None
 
 
 class RenderedChat:

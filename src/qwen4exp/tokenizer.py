@@ -20,12 +20,10 @@ import numpy as np
 
 from . import _vocab_compile
 from ._encoder import NativeTokenizer
-from ._faults import Fault
-from ._geometry import GeoCode
 from .completion import CompletionParser
 from .decode_stream import DecodeStream, IdTables
 from .encoded import EncodedChat, chat_masks
-from .errors import Qwen4ExpError, SegmentError, TextEncodingError, UnknownControlError
+from .errors import Qwen4ExpError, SegmentError, fault_error, id_error, surrogate_error
 from .segments import Kind, RenderedChat, Segment
 
 if TYPE_CHECKING:
@@ -39,31 +37,6 @@ _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
 CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
-
-# One message per native geometry code (pyx/_geometry.pxd, GeoCode).
-_GEOMETRY_MESSAGES = {
-    GeoCode.GEO_BAD_UTF8: "bytes are not valid UTF-8 at byte {offset}",
-    GeoCode.GEO_NO_SEGMENTS: "data is {n} bytes but no segments cover it",
-    GeoCode.GEO_EMPTY: "segment {segment} is empty (starts at byte {offset})",
-    GeoCode.GEO_GAP: "gap before segment {segment}: bytes from {offset} are not covered",
-    GeoCode.GEO_OVERLAP: "segment {segment} overlaps the previous one (starts at byte {offset})",
-    GeoCode.GEO_PAST_END: "segment {segment} ends at byte {offset}, past the end of the data ({n} bytes)",
-    GeoCode.GEO_SHORT: "segments end at byte {offset} but the data is {n} bytes",
-    GeoCode.GEO_BAD_KIND: "segment {segment} has an unknown kind",
-    GeoCode.GEO_UNMERGED: "segment {segment} has the same kind as the previous one (merge them); "
-    "starts at byte {offset}",
-    GeoCode.GEO_SPLIT_CHAR: "segment {segment} starts at byte {offset}, inside a UTF-8 sequence",
-}
-
-
-def _text_error(text: str, where: str) -> TextEncodingError:
-    for i, ch in enumerate(text):
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            return TextEncodingError(
-                f"{where}: lone surrogate U+{ord(ch):04X} at character {i} is not valid Unicode"
-            )
-    return TextEncodingError(f"{where}: text cannot be encoded as UTF-8")
-
 
 class TokenBuffer:
     """A growable int32 token buffer that only changes when a call fully succeeds.
@@ -346,7 +319,7 @@ class Tokenizer:
         try:
             return self._native.encode(text)
         except UnicodeEncodeError:
-            raise _text_error(text, "encode()") from None
+            raise surrogate_error(text, "encode()") from None
 
     def count(self, text: str) -> int:
         """len(encode(text)), without building the list."""
@@ -354,7 +327,7 @@ class Tokenizer:
         try:
             return self._native.count(text)
         except UnicodeEncodeError:
-            raise _text_error(text, "count()") from None
+            raise surrogate_error(text, "count()") from None
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """encode() of each text, in order, on `num_threads` native threads (default: all
@@ -371,7 +344,7 @@ class Tokenizer:
                 try:
                     t.encode("utf-8")
                 except UnicodeEncodeError:
-                    raise _text_error(t, f"encode_batch(): texts[{i}]") from None
+                    raise surrogate_error(t, f"encode_batch(): texts[{i}]") from None
             raise
 
     def encode_arrow(self, strings, *, num_threads: int | None = None):
@@ -390,15 +363,12 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """The bytes the ids spell (atoms spell themselves; with `skip_special`,
         the special ones, such as `<|im_end|>`, spell nothing, as in HF)."""
-        arr = _ids_array(ids)
+        arr = _ids_array(ids, self._n_vocab)
         if skip_special and self._special_ids and arr.size:
             arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]
         data, bad = self._native.decode_bytes(arr)
         if data is None:
-            raise Qwen4ExpError(
-                f"decode(): id {int(arr[bad])} at index {bad} is not in the vocabulary "
-                f"(valid: 0..{self._n_vocab - 1} and the atom ids)"
-            )
+            raise id_error(int(arr[bad]), bad, "decode()", self._n_vocab)
         return data
 
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
@@ -410,7 +380,7 @@ class Tokenizer:
     def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
         """A streaming decoder: `step(id)` returns the text completed by that id."""
         tables = self._id_tables()
-        return DecodeStream(tables.skip if skip_special else tables.text, _internal=True)
+        return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
 
     def completion_parser(self, *, in_reasoning: bool = False) -> CompletionParser:
         """A streaming parser of the ids a model generates after `<|im_start|>assistant\\n`."""
@@ -589,22 +559,6 @@ def _arrays_sha256(arrays: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def fault_error(fault, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Qwen4ExpError:
-    """The exception for a native fault tuple (Fault, GeoCode, segment, offset):
-    the one place native result codes become Python errors."""
-    code, geo, segment, offset = fault
-    if code == Fault.RC_UNKNOWN_CONTROL:
-        seg = data[starts[segment] : ends[segment]]
-        return UnknownControlError(
-            f"segment {segment} (TRUSTED_CONTROL, bytes {starts[segment]}..{ends[segment]}) is not "
-            f"a concatenation of known atoms: no atom matches at byte {offset} "
-            f"({seg[offset - starts[segment]:][:24]!r})"
-        )
-    if code == Fault.RC_GEOMETRY:
-        return SegmentError(_GEOMETRY_MESSAGES[geo].format(segment=segment, offset=offset, n=len(data)))
-    raise AssertionError(f"unexpected native fault {fault!r}")
-
-
 def _exact_str(text, where: str) -> str:
     """text as an exact str: a subclass (numpy.str_, or one overriding methods)
     is copied, so the native core and the error paths see plain text."""
@@ -626,13 +580,13 @@ def _thread_count(num_threads: int | None, name: str = "num_threads") -> int:
     return min(operator.index(num_threads), _THREADS_MAX)
 
 
-def _ids_array(ids: Iterable[int]) -> np.ndarray:
+def _ids_array(ids: Iterable[int], n_vocab: int) -> np.ndarray:
     if isinstance(ids, np.ndarray):
         if ids.ndim != 1 or ids.dtype.kind not in "iu":
             raise TypeError("decode() takes a 1-D array of integer ids")
         if ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
             bad = int(np.flatnonzero((ids < 0) | (ids > 2**31 - 1))[0])
-            raise Qwen4ExpError(f"decode(): id {int(ids[bad])} at index {bad} is out of range")
+            raise id_error(int(ids[bad]), bad, "decode()", n_vocab)
         return np.ascontiguousarray(ids, dtype=np.int32)
     if isinstance(ids, (str, bytes)):
         raise TypeError("decode() takes a sequence of int ids, not a string")
@@ -641,7 +595,7 @@ def _ids_array(ids: Iterable[int]) -> np.ndarray:
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
             raise TypeError(f"decode(): ids[{i}] is {type(t).__name__}, not int")
         if not 0 <= t <= 2**31 - 1:
-            raise Qwen4ExpError(f"decode(): id {t} at index {i} is out of range")
+            raise id_error(t, i, "decode()", n_vocab)
     return np.array(ids, dtype=np.int32)
 
 
