@@ -16,11 +16,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .markers import Marker
+
 __all__ = ["EncodedChat"]
 
 # Bytes an assistant span opens with before its trainable part, and closes
-# with after its `<|im_end|>` (see segments.MessageSpan).
-_ASSISTANT_HEADER = len(b"<|im_start|>assistant\n")
+# with after its `<|im_end|>` (see segments.MessageSpan); alike in every format.
+_ASSISTANT_HEADER = len(Marker.IM_START.data + b"assistant\n")
 _TURN_CLOSE = len(b"\n")
 
 
