@@ -205,7 +205,7 @@ def test_missing_pyarrow_is_explained(tmp_path, jsonl_in):
     r = subprocess.run([sys.executable, "-c", code, "batch", str(jsonl_in), str(out)],
                        capture_output=True, text=True, env=_env())
     assert r.returncode == 2
-    assert 'pip install "qwen4exp[cli]"' in r.stderr
+    assert 'pip install ".[cli]"' in r.stderr and "pip install pyarrow" in r.stderr
     assert not out.exists() and not _no_temp_files(tmp_path)
     # JSONL out needs neither pyarrow nor (without a terminal) tqdm.
     code2 = code.replace("sys.modules['pyarrow.parquet'] = None;", "sys.modules['pyarrow.parquet'] = None; sys.modules['tqdm'] = None;")

@@ -24,9 +24,7 @@ GATE_HELP = (
     "that every caller byte is DATA, every template marker yields exactly its atom\n"
     "id, and rejected requests leave a prior transcript and token buffer unchanged;\n"
     "and that the vocabulary is sound (256 byte tokens, atoms one id each outside\n"
-    "the BPE range and unreachable from DATA, decode round trip).\n\n"
-    "Exit codes: 0 all checks pass, 1 a check failed (each failure names the check\n"
-    "and the atom or case), 2 usage error, 3 unreadable file."
+    "the BPE range and unreachable from DATA, decode round trip)."
 )
 
 

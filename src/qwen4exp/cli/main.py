@@ -44,22 +44,106 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    RAY_EXTRA_HINT,
     CliError,
     InputError,
     UsageError,
+    add_chat_format_argument,
+    add_tokenizer_arguments,
     tokenizer_of,
 )
 
 EXIT_CODES_HELP = """\
 exit codes:
   0    success
-  1    finished, but some records failed and were skipped (batch --on-error skip)
+  1    batch: some records failed and were skipped; gate: a check failed
   2    usage error (bad arguments, unknown format, missing optional dependency)
-  3    input error (unreadable/malformed input, a rejected request or record;
-       batch --on-error stop writes nothing)
-  130  interrupted (Ctrl-C): batch leaves no output and no temporary file
-  128+N  batch stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise
+  3    input error (unreadable or malformed input, a rejected request or record)
+  130  interrupted (Ctrl-C); batch: 128+N when stopped by signal N
+`qwen4exp COMMAND --help` shows each command's own.
 """
+
+# Each command's --help ends with examples and that command's exit codes.
+_USAGE_INPUT_CODES = """\
+  0    success
+  2    usage error (bad arguments)
+  3    input error: {input}
+  130  interrupted (Ctrl-C)"""
+COMMAND_EPILOGS = {
+    "demo": """\
+examples:
+  qwen4exp demo
+  qwen4exp demo --vocab qwen3.6 --chat-format qwen3.6 --full
+
+exit codes:
+  0    success
+  2    usage error (bad arguments)
+  3    a check failed: caller text produced an atom id (never expected)
+  130  interrupted (Ctrl-C)""",
+    "render": """\
+examples:
+  qwen4exp render chat.json
+  qwen4exp render chat.json --chat-format qwen3.6 --table
+  echo '[{"role": "user", "content": "hi"}]' | qwen4exp render - --json
+
+exit codes:
+""" + _USAGE_INPUT_CODES.format(input="unreadable or malformed file, a rejected request"),
+    "encode": """\
+examples:
+  qwen4exp encode --text "héllo wörld"
+  qwen4exp encode --vocab qwen3.6 notes.txt --format space
+  qwen4exp encode --chat chat.json --chat-format qwen3.6 --add-generation-prompt
+
+exit codes:
+""" + _USAGE_INPUT_CODES.format(input="unreadable or malformed input, a rejected request"),
+    "decode": """\
+examples:
+  qwen4exp decode 14990 1879
+  qwen4exp decode --vocab qwen3.6 --file ids.json
+
+exit codes:
+""" + _USAGE_INPUT_CODES.format(input="unreadable input, not integers, an id outside the vocabulary"),
+    "parse": """\
+examples:
+  qwen4exp parse 151667 198 40 ... 151645
+  qwen4exp parse --vocab qwen3.6 --file completion_ids.json --indent 2
+
+exit codes:
+""" + _USAGE_INPUT_CODES.format(input="unreadable input, not integers, an id outside the vocabulary"),
+    "count": """\
+examples:
+  qwen4exp count --text "héllo wörld"
+  qwen4exp count --chat chat.json --chat-format qwen3.6 --add-generation-prompt
+
+exit codes:
+""" + _USAGE_INPUT_CODES.format(input="unreadable or malformed input, a rejected request"),
+    "batch": """\
+examples:
+  qwen4exp batch corpus.jsonl.gz ids.parquet --threads 8
+  qwen4exp batch chats.jsonl sft.parquet --masks --keep-columns --on-error skip
+  qwen4exp batch shards/ out.parquet --engine ray --address auto
+
+exit codes:
+  0    success
+  1    finished, but some records failed and were skipped (--on-error skip)
+  2    usage error (bad arguments, unknown format, missing optional dependency)
+  3    input error: unreadable or malformed input, a rejected record (with
+       --on-error stop: nothing is written)
+  130  interrupted (Ctrl-C): no output and no temporary file
+  128+N  stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise""",
+    "gate": """\
+examples:
+  qwen4exp gate
+  qwen4exp gate --vocab qwen3.6 --json
+  qwen4exp gate --tokenizer path/to/tokenizer.json
+
+exit codes:
+  0    every check passed
+  1    a check failed (each failure names the check and the atom or case)
+  2    usage error (bad arguments, unknown vocabulary)
+  3    unreadable tokenizer file
+  130  interrupted (Ctrl-C)""",
+}
 
 CHAT_INPUT_HELP = (
     'a chat request: a JSON object {"messages": [...], "tools": [...], '
@@ -120,6 +204,8 @@ def _load_request(path: str, args=None):
             options["add_generation_prompt"] = True
         if getattr(args, "no_thinking", False):
             options["enable_thinking"] = False
+        if getattr(args, "chat_format", None):
+            options["chat_format"] = args.chat_format
     return messages, options
 
 
@@ -201,9 +287,9 @@ def cmd_demo(args) -> int:
     import numpy as np
 
     path = example_path()
-    messages, options = _load_request(path)
+    messages, options = _load_request(path, args)
     chat = _render(messages, options, path)
-    tok = tokenizer_of()
+    tok = tokenizer_of(args)
     ids = tok.encode_chat(chat)
     per_segment = _segment_ids(tok, chat)
     assert np.array_equal(np.concatenate(per_segment), ids)  # each segment stands alone
@@ -304,10 +390,12 @@ def cmd_render(args) -> int:
     out = "".join(parts)
     _write(out if out.endswith("\n") else out + "\n")
     if args.table:
+        tok = tokenizer_of(args)
         _write("\n")
-        for seg in chat.segments:
+        for seg, seg_ids in zip(chat.segments, _segment_ids(tok, chat)):
             text = chat.data[seg.start : seg.end].decode("utf-8")
-            _write(f"{seg.start:>6}..{seg.end:<6} {_kind_name(seg.kind):<15} {_short(text, 60)}\n")
+            _write(f"{seg.start:>6}..{seg.end:<6} {_kind_name(seg.kind):<15} {_short(text, 44):<44}  "
+                   f"{_short_ids(seg_ids, 40)}\n")
     return EXIT_OK
 
 
@@ -320,6 +408,7 @@ def _format_ids(ids, fmt: str) -> str:
 
 def _encode_input(args):
     """ids of the command's input: text, or a chat request with --chat."""
+    _check_chat_options(args)
     tok = tokenizer_of(args)
     if args.chat:
         if args.text is not None:
@@ -335,6 +424,14 @@ def _encode_input(args):
         raise InputError(f"{type(exc).__name__}: {exc}") from None
 
 
+def _check_chat_options(args) -> None:
+    if not args.chat:
+        given = [o for o, v in (("--chat-format", args.chat_format), ("--no-thinking", args.no_thinking),
+                                ("--add-generation-prompt", args.add_generation_prompt)) if v]
+        if given:
+            raise UsageError(f"{given[0]} is for a chat request: add --chat")
+
+
 def cmd_encode(args) -> int:
     _, ids = _encode_input(args)
     _write(_format_ids(ids, args.format) + "\n")
@@ -342,9 +439,14 @@ def cmd_encode(args) -> int:
 
 
 def cmd_count(args) -> int:
+    _check_chat_options(args)
     if args.chat:
-        _, ids = _encode_input(args)
-        n = len(ids)
+        if args.text is not None:
+            raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
+        tok = tokenizer_of(args)
+        path = "-" if args.file is None else args.file
+        messages, options = _load_request(path, args)
+        n = tok.count_chat(_render(messages, options, "stdin" if path == "-" else path))
     else:
         tok = tokenizer_of(args)
         text = _read_text(args)
@@ -447,16 +549,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name, help_, description, func):
         sp = sub.add_parser(
-            name, help=help_, description=description, epilog=EXIT_CODES_HELP, formatter_class=_Formatter
+            name, help=help_, description=description, epilog=COMMAND_EPILOGS[name], formatter_class=_Formatter
         )
         sp.set_defaults(func=func)
         return sp
 
-    def tokenizer_opt(sp):
-        sp.add_argument(
-            "--tokenizer", metavar="PATH",
-            help="a Qwen-family tokenizer.json (or a directory holding one); default: the bundled Qwen3 vocabulary",
-        )
+    tokenizer_opt = add_tokenizer_arguments
 
     def ids_opts(sp):
         sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
@@ -467,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="end with an open assistant turn (overrides the file)")
         sp.add_argument("--no-thinking", action="store_true",
                         help="enable_thinking=False (overrides the file)")
+        add_chat_format_argument(sp)
 
     sp = add(
         "demo",
@@ -478,6 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_demo,
     )
     sp.add_argument("--full", action="store_true", help="do not shorten long segments and id lists")
+    add_chat_format_argument(sp)
+    tokenizer_opt(sp)
 
     sp = add(
         "render",
@@ -491,10 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("file", metavar="FILE|-", help="the chat request (JSON); - reads stdin")
     sp.add_argument("--json", action="store_true", help="print text and segments as JSON")
-    sp.add_argument("--table", action="store_true", help="also list the segments, one a line")
+    sp.add_argument("--table", action="store_true",
+                    help="also list the segments, one a line, with their token ids (--vocab / --tokenizer)")
     sp.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                     help="colour TRUSTED_CONTROL (default: auto, when stdout is a terminal)")
     chat_opts(sp)
+    tokenizer_opt(sp)
 
     sp = add(
         "encode",
@@ -599,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tqdm progress bar on stderr (default: auto, when stderr is a terminal)")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
     sp.add_argument("--engine", choices=("local", "ray"), default="local",
-                    help="local threads (default) or a Ray cluster (qwen4exp[ray]): IN may then be a "
+                    help="local threads (default) or a Ray cluster (the ray extra): IN may then be a "
                          "directory of Parquet shards; --threads is per actor (default 1), one actor per "
                          "--threads CPUs of the cluster")
     sp.add_argument("--address", metavar="ADDR",
@@ -620,7 +723,7 @@ def _cmd_batch(args) -> int:
     try:
         from .ray_engine import RayEngine
     except ImportError:
-        raise UsageError('--engine ray needs ray: pip install "qwen4exp[ray]"') from None
+        raise UsageError(f"--engine ray needs ray: {RAY_EXTRA_HINT}") from None
     return cmd_batch(args, engine=RayEngine)
 
 

@@ -1,0 +1,140 @@
+"""Render + encode in every chat format: qwen4exp vs transformers with the same template.
+
+    python bench/bench_formats.py [--rounds 5] [--conversations 200]
+
+For each format, the same atom-free conversations (bench_render's corpus
+generator: system prompts, tools, multi-turn chats with reasoning, parallel
+calls with typed arguments and their results) are rendered and tokenized
+by
+
+* qwen4exp: `render_chat(..., chat_format=F)` then `Tokenizer.encode_chat`
+  with the format's vocabulary ("qwen3" for qwen3 / qwen3-2507, "qwen3.6"
+  for 3.5 / 3.6 / 3.8);
+* transformers: `apply_chat_template(..., chat_template=TEXT, tokenize=True)`
+  with the official template of the format (tests/data/chat_templates/) on a
+  fast tokenizer of the same vocabulary (for qwen3.6, the reference
+  tokenizer.json built by tests/_qwen36_reference.py).
+
+The ids are checked equal for every conversation before timing. Times are
+the best of `rounds` passes over the corpus with the GC off; the table gives
+conversations per second and the ratio (target: at least 20x), and the
+render-only ratio against `apply_chat_template(tokenize=False)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(1, str(HERE.parent / "src"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import peers  # noqa: E402,F401  (pins the Rust thread pools before tokenizers loads)
+from common import best_of  # noqa: E402
+
+import _formats_reference as ref  # noqa: E402
+from _qwen36_reference import reference_json  # noqa: E402
+
+CACHE = os.path.join(tempfile.gettempdir(), "qwen4exp-bench", "qwen36-reference")
+WORDS = (
+    "the model renders each message with its role and content while tools return json "
+    "résumé naïve café 中文 測試 привет мир مرحبا 😀 data control segment stream byte "
+    "weather paris rome tokyo temperature forecast search query result answer"
+).split()
+TOOLS = [
+    {"type": "function", "function": {
+        "name": f"tool_{k}", "description": " ".join(WORDS[k:k + 12]),
+        "parameters": {"type": "object",
+                       "properties": {"city": {"type": "string", "description": "City name"},
+                                      "days": {"type": "integer"}, "metric": {"type": "boolean"}},
+                       "required": ["city"]}}}
+    for k in range(3)
+]
+
+
+def _text(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def conversation(rng: random.Random, fmt: str):
+    msgs = []
+    if rng.random() < 0.7:
+        msgs.append({"role": "system", "content": " " + _text(rng, 5, 40) + "\n"})
+    use_tools = rng.random() < 0.5
+    for _ in range(rng.choice([1, 2, 3, 5, 10])):
+        msgs.append({"role": "user", "content": _text(rng, 5, 80)})
+        if use_tools and rng.random() < 0.5:
+            calls = [{"type": "function", "function": {
+                "name": f"tool_{rng.randrange(3)}",
+                "arguments": {"city": rng.choice(WORDS), "days": rng.randint(1, 9),
+                              "metric": rng.random() < 0.5}}}
+                for _ in range(rng.randint(1, 3))]
+            msgs.append({"role": "assistant", "content": "", "reasoning_content": _text(rng, 5, 30),
+                         "tool_calls": calls})
+            for _ in calls:
+                msgs.append({"role": "tool", "content": '{"result": "%s"}' % _text(rng, 3, 30)})
+        msgs.append({"role": "assistant", "content": _text(rng, 5, 120),
+                     "reasoning_content": _text(rng, 0, 40)})
+    opts = {"tools": TOOLS if use_tools else None, "add_generation_prompt": rng.random() < 0.3}
+    if "enable_thinking" in ref.FORMAT_OPTIONS[fmt]:
+        opts["enable_thinking"] = rng.random() < 0.5
+    return msgs, opts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--conversations", type=int, default=200)
+    args = ap.parse_args()
+
+    import qwen4exp
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    hf = {"qwen3": AutoTokenizer.from_pretrained(str(ref.ROOT / "vocab")),
+          "qwen3.6": PreTrainedTokenizerFast(tokenizer_file=reference_json(CACHE))}
+    toks = {name: qwen4exp.Tokenizer(name) for name in hf}
+
+    print(f"{args.conversations} conversations per format, best of {args.rounds} passes\n")
+    print("| format | vocabulary | qwen4exp render+encode conv/s | transformers apply_chat_template"
+          "(tokenize=True) conv/s | ratio | render only ratio |")
+    print("|---|---|---|---|---|---|")
+    for fmt in ref.FORMATS:
+        vocab = ref.VOCAB_OF[fmt]
+        tok, peer, template = toks[vocab], hf[vocab], ref.template_text(fmt)
+        rng = random.Random(20261201)
+        corpus = [conversation(rng, fmt) for _ in range(args.conversations)]
+
+        def ours(corpus):
+            return [tok.encode_chat(qwen4exp.render_chat(m, chat_format=fmt, **o)) for m, o in corpus]
+
+        def theirs(corpus):
+            return [peer.apply_chat_template(m, chat_template=template, tokenize=True, **o) for m, o in corpus]
+
+        def ours_text(corpus):
+            return [qwen4exp.render_chat(m, chat_format=fmt, **o).text for m, o in corpus]
+
+        def theirs_text(corpus):
+            return [peer.apply_chat_template(m, chat_template=template, tokenize=False, **o) for m, o in corpus]
+
+        for a, b in zip(ours(corpus), theirs(corpus)):  # the same work on both sides
+            assert a.tolist() == list(b), fmt
+        assert ours_text(corpus) == theirs_text(corpus), fmt
+        t_ours, _ = best_of(ours, corpus, args.rounds)
+        t_theirs, _ = best_of(theirs, corpus, args.rounds)
+        r_ours, _ = best_of(ours_text, corpus, args.rounds)
+        r_theirs, _ = best_of(theirs_text, corpus, args.rounds)
+        n = len(corpus)
+        print(f"| {fmt} | {vocab} | {n / t_ours:,.0f} | {n / t_theirs:,.0f} | {t_theirs / t_ours:.1f}x "
+              f"| {r_theirs / r_ours:.1f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
