@@ -28,6 +28,7 @@ from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc
 from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
                                     hash_bytes)
 from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
+from qwen4exp._faults cimport RC_NO_MEMORY, RC_TOO_LARGE
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -84,18 +85,18 @@ cdef inline int32_t merged_id(const BpeModel *m, int32_t r) noexcept nogil:
 
 cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil:
-    """Build the merge table: 0, -1 if allocation fails, -2 if an id or the
-    number of merges does not fit ID_BITS (m is then empty)."""
+    """Build the merge table: RC_OK, RC_NO_MEMORY, or RC_TOO_LARGE when an id or
+    the number of merges does not fit ID_BITS (m is then empty)."""
     cdef uint64_t size = 1024
     cdef int bits = 10
     cdef Py_ssize_t r
     cdef uint64_t key, i, bit
     memset(m, 0, sizeof(BpeModel))
     if n_merges >= <Py_ssize_t> FIELD:
-        return -2
+        return RC_TOO_LARGE
     for r in range(3 * n_merges):
         if merges[r] < 0 or merges[r] >= <int32_t> FIELD:
-            return -2
+            return RC_TOO_LARGE
     while size * 6 < <uint64_t> n_merges * 10:  # load factor <= 0.6
         size <<= 1
         bits += 1
@@ -106,7 +107,7 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
     m.filter = <uint64_t *> q4_malloc_huge(<size_t> (1 << FILTER_BITS) // 8)
     if m.slots == NULL or m.merge_new == NULL or m.grid == NULL or m.filter == NULL:
         bpe_model_free(m)
-        return -1
+        return RC_NO_MEMORY
     memset(m.slots, 0xFF, size * sizeof(uint64_t))
     for r in range(1 << (2 * GRID_BITS)):
         m.grid[r] = INT32_MAX

@@ -35,7 +35,8 @@ from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_c
 from qwen4exp._seed cimport build_seed
 from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
-from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL
+from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL, RC_TOO_LARGE, RC_NO_BYTE_TOKEN
+from qwen4exp._faults import InitFault
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_nfc, utf8_stable_at
 from qwen4exp._pretokenize cimport piece_ends
@@ -120,7 +121,7 @@ cdef class NativeTokenizer:
                 byte_ids[tb[to[i]]] = <int32_t> i
         for i in range(256):
             if byte_ids[i] < 0:
-                raise ValueError(f"vocabulary has no token for byte 0x{i:02x}")
+                raise InitFault(RC_NO_BYTE_TOKEN, i)
         fill_fixed_homes(self.fixed_homes, byte_ids)
         self._keep = (tb, to)
         self._id_ints = shared_id_ints(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
@@ -139,9 +140,9 @@ cdef class NativeTokenizer:
                 i = build_seed(&self.seed, &self.model, &tb[0], &to[0], self.n_vocab, self.letters, flag_ptr)
                 self.seed_words = self.seed.short_count + self.seed.long_count
                 self.seed_room = self.seed.publish_room
-        if i == -2:
-            raise ValueError("vocabulary too large: ids and merges must be below 2**20")
-        if i < 0 or j < 0:
+        if i == RC_TOO_LARGE:
+            raise InitFault(RC_TOO_LARGE, 0)
+        if i != RC_OK or j != RC_OK:
             raise MemoryError("could not allocate the merge or atom table")
         self.pool = <Worker **> q4_malloc(POOL_MAX * sizeof(Worker *))
         if self.pool == NULL:

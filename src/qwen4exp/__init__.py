@@ -13,10 +13,13 @@ from .budget import FittedChat
 from .errors import (
     BudgetError,
     ChatFormatError,
+    JsonError,
     Qwen4ExpError,
+    RecordError,
     SegmentError,
     TextEncodingError,
     UnknownControlError,
+    VocabularyError,
 )
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
@@ -37,6 +40,9 @@ __all__ = [
     "UnknownControlError",
     "TextEncodingError",
     "BudgetError",
+    "VocabularyError",
+    "RecordError",
+    "JsonError",
     "FittedChat",
     "Kind",
     "Segment",

@@ -96,6 +96,15 @@ def fault_error(fault, data: bytes, starts, ends) -> Qwen4ExpError:
     raise AssertionError(f"unexpected native fault {fault!r}")
 
 
+def init_error(code: int, detail: int) -> VocabularyError:
+    """The exception for a failed NativeTokenizer build (_faults.InitFault)."""
+    if code == Fault.RC_TOO_LARGE:
+        return VocabularyError("vocabulary too large: ids and merges must be below 2**20")
+    if code == Fault.RC_NO_BYTE_TOKEN:
+        return VocabularyError(f"vocabulary has no token for byte 0x{detail:02x}")
+    raise AssertionError(f"unexpected native init fault {code!r}")
+
+
 def id_error(id, index: int, where: str, n_vocab: int) -> Exception:
     """The error for ids[index], which is not a token id of a vocabulary of
     `n_vocab` BPE ids (TypeError when it is not an int at all)."""

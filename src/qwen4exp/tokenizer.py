@@ -12,6 +12,7 @@ import operator
 import os
 import threading
 import types
+import zipfile
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -20,10 +21,19 @@ import numpy as np
 
 from . import _vocab_compile
 from ._encoder import NativeTokenizer
+from ._faults import InitFault
 from .completion import CompletionParser
 from .decode_stream import DecodeStream, IdTables
 from .encoded import EncodedChat, chat_masks
-from .errors import Qwen4ExpError, SegmentError, fault_error, id_error, surrogate_error
+from .errors import (
+    Qwen4ExpError,
+    SegmentError,
+    VocabularyError,
+    fault_error,
+    id_error,
+    init_error,
+    surrogate_error,
+)
 from .segments import Kind, RenderedChat, Segment
 
 if TYPE_CHECKING:
@@ -159,7 +169,7 @@ class Tokenizer:
         try:
             arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
         except _vocab_compile.VocabFormatError as exc:
-            raise Qwen4ExpError(str(exc)) from None
+            raise VocabularyError(str(exc)) from None
         self._init_arrays(arrays, cache_size, encode_threads)
         try:
             os.makedirs(cache_dir, exist_ok=True)
@@ -179,12 +189,15 @@ class Tokenizer:
                 f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
                 "so that its build step compiles the vocabularies under vocab/"
             )
-        with np.load(path) as z:
-            arrays = {k: z[k] for k in z.files}
-        # a cache entry (expect_sha) is compiled from a tokenizer.json: it has no self_encoding flags
-        _vocab_compile.check_compiled(arrays, self_encoding=expect_sha is None)
+        try:
+            with np.load(path) as z:
+                arrays = {k: z[k] for k in z.files}
+            # a cache entry (expect_sha) is compiled from a tokenizer.json: it has no self_encoding flags
+            _vocab_compile.check_compiled(arrays, self_encoding=expect_sha is None)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # VocabFormatError is a ValueError
+            raise VocabularyError(f"{path}: a damaged compiled vocabulary ({exc})") from None
         if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
-            raise ValueError(f"{path}: checksum does not match its tokenizer.json")
+            raise VocabularyError(f"{path}: checksum does not match its tokenizer.json")
         self._init_arrays(arrays, cache_size, encode_threads)
 
     def _init_arrays(
@@ -198,19 +211,22 @@ class Tokenizer:
             )
         cache_size = operator.index(cache_size)
         threads = _thread_count(encode_threads, "encode_threads")
-        self._native = NativeTokenizer(
-            arrays["token_bytes"],
-            arrays["token_offsets"],
-            arrays["merges"],
-            arrays["atom_bytes"],
-            arrays["atom_offsets"],
-            arrays["atom_ids"],
-            cache_words=cache_size,
-            marks=bool(arrays["marks"][0]),
-            ignore_merges=bool(arrays["ignore_merges"][0]),
-            self_encoding=arrays.get("self_encoding"),
-            encode_threads=threads,
-        )
+        try:
+            self._native = NativeTokenizer(
+                arrays["token_bytes"],
+                arrays["token_offsets"],
+                arrays["merges"],
+                arrays["atom_bytes"],
+                arrays["atom_offsets"],
+                arrays["atom_ids"],
+                cache_words=cache_size,
+                marks=bool(arrays["marks"][0]),
+                ignore_merges=bool(arrays["ignore_merges"][0]),
+                self_encoding=arrays.get("self_encoding"),
+                encode_threads=threads,
+            )
+        except InitFault as fault:
+            raise init_error(*fault.args) from None
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
         self._atoms = types.MappingProxyType(
@@ -530,10 +546,10 @@ def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_th
     try:
         _vocab_compile.check_compiled(arrays, self_encoding=False, deep=True)
     except _vocab_compile.VocabFormatError as exc:
-        raise Qwen4ExpError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
+        raise VocabularyError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
     got = _arrays_sha256(arrays)
     if got != sha256:
-        raise Qwen4ExpError(
+        raise VocabularyError(
             f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
             f"expected {sha256!r} (the pickle is damaged)"
         )
