@@ -251,6 +251,42 @@ def test_qwen35_thinking_off_is_the_small_models_template(case):
             assert render_chat(CASES[case], **ours).text == small_on
 
 
+# ------------------------------------------------------------------------------ the oracle
+
+ORACLE = json.loads((ref.ROOT / "tests" / "data" / "chat_oracle.json").read_text(encoding="utf-8"))["cases"]
+_ERRORS = {"ChatFormatError": ChatFormatError, "TextEncodingError": TextEncodingError}
+
+
+def oracle_options(request: dict, fmt: str) -> dict:
+    """An oracle request's options in `fmt`: those the format has (tests/data/make_chat_oracle.py)."""
+    return {k: request[k] for k in ("tools", "add_generation_prompt", *ref.FORMAT_OPTIONS[fmt])
+            if request.get(k) is not None}
+
+
+@pytest.mark.parametrize("fmt", FORMATS[1:])
+def test_oracle_in_every_format(fmt, vocabularies):
+    """The oracle's expectations for the other formats (tests/data/chat_oracle.json,
+    packaged for the gate): reproduced, and checked against the templates (atom-free
+    cases) or through the twins (typed atoms)."""
+    assert all(set(c["formats"]) == set(FORMATS[1:]) for c in ORACLE)
+    for case in ORACLE:
+        req, expect = case["request"], case["formats"][fmt]
+        opts = oracle_options(req, fmt)
+        if "error" in expect:
+            with pytest.raises(_ERRORS[expect["error"]], match=None) as info:
+                render_chat(req["messages"], chat_format=fmt, **opts)
+            assert expect["match"] in str(info.value), case["name"]
+            continue
+        chat = render_chat(req["messages"], chat_format=fmt, **opts)
+        assert chat.text == expect["text"], case["name"]
+        assert [[s.start, s.end, s.kind.name] for s in chat.segments] == expect["segments"], case["name"]
+        request = {"messages": req["messages"], **opts}
+        if ref.has_atom(request, fmt):
+            check_provenance(request, fmt, vocabularies)
+        else:
+            check_parity(request, fmt, vocabularies)
+
+
 # ------------------------------------------------------------------------------ quirks
 
 def _text(messages, fmt, **kw):

@@ -10,6 +10,13 @@ and against the segments scanned from that text; cases with literal controls
 through their harmless and mutated twins (same segments, caller bytes DATA,
 twin text equal to the reference). Rejected cases record the error class and
 a substring of its message (the field it names).
+
+Each case also records, under "formats", what the other chat formats
+(qwen3-2507, qwen3.5, qwen3.6, qwen3.8) make of the same request, rendered
+with the options each format has (qwen3-2507 has no enable_thinking): the
+same rejections, plus "needs a user query" where a 3.5+ format needs one;
+tests/test_chat_formats.py checks those against the formats' templates the
+same way.
 """
 
 from __future__ import annotations
@@ -315,6 +322,16 @@ def _segments(chat):
     return [[s.start, s.end, s.kind.name] for s in chat.segments]
 
 
+OTHER_FORMATS = ("qwen3-2507", "qwen3.5", "qwen3.6", "qwen3.8")
+
+
+def format_options(request: dict, fmt: str) -> dict:
+    """render_chat's keywords for an oracle request in `fmt` (options it lacks left out)."""
+    keys = ("tools", "add_generation_prompt") if fmt == "qwen3-2507" else (
+        "tools", "add_generation_prompt", "enable_thinking")
+    return {k: request[k] for k in keys if request.get(k) is not None}
+
+
 def main() -> None:
     sys.path.insert(0, str(HERE.parents[1] / "src"))
     import qwen4exp.errors as errors
@@ -337,8 +354,27 @@ def main() -> None:
         else:
             assert "expect" not in case, f"{case['name']}: accepted but expected an error"
             case["expect"] = {"text": chat.text, "segments": _segments(chat)}
+        case["formats"] = {}
+        for fmt in OTHER_FORMATS:
+            try:
+                chat = render_chat(req["messages"], chat_format=fmt, **format_options(req, fmt))
+            except errors.Qwen4ExpError as exc:
+                if "error" in case["expect"]:  # the same rejection in every format
+                    assert type(exc).__name__ == case["expect"]["error"], (case["name"], fmt, exc)
+                    assert case["expect"]["match"] in str(exc), (case["name"], fmt, str(exc))
+                    expect = {"error": case["expect"]["error"], "match": case["expect"]["match"]}
+                else:
+                    assert "needs a user query" in str(exc), (case["name"], fmt, exc)
+                    expect = {"error": type(exc).__name__, "match": "needs a user query"}
+                expect["message"] = str(exc)
+            else:
+                assert "error" not in case["expect"], f"{case['name']}: {fmt} accepted it"
+                expect = {"text": chat.text, "segments": _segments(chat)}
+            case["formats"][fmt] = expect
         out.append(case)
     text = json.dumps({"cases": out}, ensure_ascii=False, indent=1)
+    # one line per segment ([start, end, "KIND"]): the file stays readable and small
+    text = re.sub(r'\[\s+(\d+),\s+(\d+),\s+"(DATA|TRUSTED_CONTROL)"\s+\]', r'[\1, \2, "\3"]', text)
     # Lone surrogates (rejection cases) cannot be written as UTF-8: escape them.
     text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
     OUT.write_text(text + "\n", encoding="utf-8")
