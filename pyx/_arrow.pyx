@@ -173,88 +173,108 @@ cdef void copy_bits(const uint8_t *src, Py_ssize_t bit, Py_ssize_t n, uint8_t *d
             dst[i >> 3] |= <uint8_t> (1 << (i & 7))
 
 
-cdef const uint8_t *buffer_of(object obj, Py_buffer *view, Py_ssize_t *held) except? NULL:
-    """The bytes of obj (None: NULL) through the buffer protocol; the view is
-    held (held[0] += 1) until the caller releases it."""
-    if obj is None:
-        view.len = 0
-        return NULL
-    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    held[0] += 1
-    return <const uint8_t *> view.buf
+cdef class OpenArrays:
+    """The columns of Arrow string arrays: arrays holds, per array,
+    (validity, offsets, data, offset, length, large), the first three its
+    buffers (objects with the buffer protocol, such as pyarrow Buffers;
+    validity None when the array has no nulls, data None when it has no
+    bytes), offset and length its slice, large True for int64 offsets. The
+    buffers are held until the object is freed. ValueError when a buffer is
+    too short for its rows."""
+    cdef Py_buffer *views
+    cdef Py_ssize_t held
+    cdef Column *columns
+    cdef Py_ssize_t n
+
+    def __cinit__(self, list arrays):
+        cdef Py_ssize_t k
+        cdef Column *c
+        cdef const uint8_t *p
+        self.n = len(arrays)
+        self.views = <Py_buffer *> q4_malloc(<size_t> max(3 * self.n, 1) * sizeof(Py_buffer))
+        self.columns = <Column *> q4_malloc(<size_t> max(self.n, 1) * sizeof(Column))
+        if self.views == NULL or self.columns == NULL:
+            raise MemoryError("out of memory preparing Arrow arrays")
+        memset(self.columns, 0, <size_t> max(self.n, 1) * sizeof(Column))
+        for k in range(self.n):
+            valid, offs, data, offset, length, large = arrays[k]
+            c = &self.columns[k]
+            c.offset, c.length = offset, length
+            if c.offset < 0 or c.length < 0:
+                raise ValueError(f"array {k}: negative offset or length")
+            c.valid = self.open(valid)
+            if c.valid != NULL and self.views[self.held - 1].len * 8 < c.offset + c.length:
+                raise ValueError(f"array {k}: its validity bitmap is shorter than its rows")
+            if c.length == 0:
+                c.valid = NULL  # nothing to read: an empty array may have no buffers at all
+                continue
+            p = self.open(offs)
+            if p == NULL or self.views[self.held - 1].len < (c.offset + c.length + 1) * (8 if large else 4):
+                raise ValueError(f"array {k}: its offsets buffer is shorter than its rows")
+            if large:
+                c.offs64 = <const int64_t *> p
+            else:
+                c.offs32 = <const int32_t *> p
+            c.data = self.open(data)
+            c.data_len = self.views[self.held - 1].len if data is not None else 0
+
+    cdef const uint8_t *open(self, object obj) except? NULL:
+        """The bytes of obj (None: NULL) through the buffer protocol, held."""
+        if obj is None:
+            return NULL
+        PyObject_GetBuffer(obj, &self.views[self.held], PyBUF_SIMPLE)
+        self.held += 1
+        return <const uint8_t *> self.views[self.held - 1].buf
+
+    def __dealloc__(self):
+        cdef Py_ssize_t k
+        if self.views != NULL:
+            for k in range(self.held):
+                PyBuffer_Release(&self.views[k])
+        q4_free(self.views)
+        q4_free(self.columns)
 
 
 def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
-    """Ids of every row of Arrow string arrays, as list<int32> buffers.
-
-    arrays: per array (validity, offsets, data, offset, length, large), the
-    first three its buffers (objects with the buffer protocol, pyarrow
-    Buffers; validity None when the array has no nulls, data None when it
-    has no bytes), offset and length its slice, large True for int64
-    offsets. Returns (results, bad): results, per array, (validity, offsets,
-    values), the result's validity bitmap as bytes from bit 0 (None when the
-    input's was None) and its int32 offsets and values as numpy arrays; or
-    results None and bad = (array, row, byte) of the first row that is not
-    valid UTF-8 (rows of earlier arrays first). ValueError when an array's
-    buffers are too short for its rows, or one array's ids do not fit int32
-    offsets; MemoryError when out of memory."""
-    cdef Py_ssize_t ncols = len(arrays), nviews = 3 * ncols, held = 0, k, count = 0, t, first, total
-    cdef Py_buffer *views = <Py_buffer *> q4_malloc(<size_t> max(nviews, 1) * sizeof(Py_buffer))
-    cdef Column *columns = <Column *> q4_malloc(<size_t> max(ncols, 1) * sizeof(Column))
+    """Ids of every row of Arrow string arrays (see OpenArrays), as list<int32>
+    buffers. Returns (results, bad): results, per array, (validity, offsets,
+    values), the result's validity bitmap as a uint8 array from bit 0 (None
+    when the input's was None) and its int32 offsets and values as numpy
+    arrays; or results None and bad = (array, row, byte) of the first row
+    that is not valid UTF-8 (rows of earlier arrays first). ValueError when
+    an array's buffers are too short for its rows or one array's ids do not
+    fit int32 offsets; MemoryError when out of memory."""
+    cdef OpenArrays opened = OpenArrays(arrays)
+    cdef Column *columns = opened.columns
+    cdef Py_ssize_t ncols = opened.n, k, count = 0, t, first, total
     cdef Task *tasks = NULL
     cdef Stream *streams = NULL
     cdef Job job
     cdef Column *c
-    cdef const uint8_t *p
     cdef cnp.ndarray values
     cdef int32_t[::1] offsets_view
     cdef uint8_t[::1] bits_view
-    if views == NULL or columns == NULL:
-        q4_free(views)
-        q4_free(columns)
+    out_offsets, out_valid = [], []
+    for k in range(ncols):
+        c = &columns[k]
+        out = np.empty(c.length + 1, dtype=np.int32)
+        offsets_view = out
+        c.out_offsets = &offsets_view[0]
+        c.out_offsets[0] = 0
+        out_offsets.append(out)
+        bits = None
+        if c.valid != NULL:
+            bits = np.empty((c.length + 7) >> 3, dtype=np.uint8)
+            bits_view = bits
+            copy_bits(c.valid, c.offset, c.length, &bits_view[0])
+        out_valid.append(bits)
+    with nogil:
+        count = plan_tasks(columns, ncols, &tasks)
+    if count == -1:
         raise MemoryError("out of memory preparing Arrow arrays")
-    memset(columns, 0, <size_t> max(ncols, 1) * sizeof(Column))
+    if count < -1:
+        raise ValueError(f"array {-2 - count}: a row's offsets lie outside its data buffer")
     try:
-        out_offsets, out_valid = [], []
-        for k in range(ncols):
-            valid, offs, data, offset, length, large = arrays[k]
-            c = &columns[k]
-            c.offset, c.length = offset, length
-            if c.offset < 0 or c.length < 0:
-                raise ValueError(f"array {k}: negative offset or length")
-            c.valid = buffer_of(valid, &views[held], &held)
-            if c.valid != NULL and views[held - 1].len * 8 < c.offset + c.length:
-                raise ValueError(f"array {k}: its validity bitmap is shorter than its rows")
-            if c.length == 0:
-                c.valid = NULL  # nothing to read: an empty array may have no buffers at all
-            else:
-                p = buffer_of(offs, &views[held], &held)
-                if p == NULL or views[held - 1].len < (c.offset + c.length + 1) * (8 if large else 4):
-                    raise ValueError(f"array {k}: its offsets buffer is shorter than its rows")
-                if large:
-                    c.offs64 = <const int64_t *> p
-                else:
-                    c.offs32 = <const int32_t *> p
-                c.data = buffer_of(data, &views[held], &held)
-                c.data_len = views[held - 1].len if data is not None else 0
-            out = np.empty(c.length + 1, dtype=np.int32)
-            offsets_view = out
-            c.out_offsets = &offsets_view[0]
-            c.out_offsets[0] = 0
-            out_offsets.append(out)
-            bits = None
-            if c.valid != NULL:
-                bits = np.empty((c.length + 7) >> 3, dtype=np.uint8)
-                if c.length:
-                    bits_view = bits
-                    copy_bits(c.valid, c.offset, c.length, &bits_view[0])
-            out_valid.append(bits)
-        with nogil:
-            count = plan_tasks(columns, ncols, &tasks)
-        if count == -1:
-            raise MemoryError("out of memory preparing Arrow arrays")
-        if count < -1:
-            raise ValueError(f"array {-2 - count}: a row's offsets lie outside its data buffer")
         if count:
             streams = new_streams(count)
             for t in range(count):
@@ -288,10 +308,27 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
         if streams != NULL:
             free_streams(streams, count)
         q4_free(tasks)
-        for k in range(held):
-            PyBuffer_Release(&views[k])
-        q4_free(views)
-        q4_free(columns)
+
+
+def invalid_utf8_rows(list arrays):
+    """The rows (numbered over all the arrays, see OpenArrays) that are not
+    null and not valid UTF-8, as an int64 array."""
+    cdef OpenArrays opened = OpenArrays(arrays)
+    cdef Py_ssize_t k, i, base = 0
+    cdef int64_t start, end
+    cdef const Column *c
+    bad = []
+    for k in range(opened.n):
+        c = &opened.columns[k]
+        for i in range(c.length):
+            if row_valid(c, i):
+                row_bounds(c, i, &start, &end)
+                if start < 0 or end < start or end > c.data_len:
+                    raise ValueError(f"array {k}: a row's offsets lie outside its data buffer")
+                if end > start and utf8_invalid_at(c.data + start, end - start) >= 0:
+                    bad.append(base + i)
+        base += c.length
+    return np.array(bad, dtype=np.int64)
 
 
 cdef Py_ssize_t row_bytes(const Column *c, Py_ssize_t first, Py_ssize_t end) noexcept nogil:

@@ -170,3 +170,13 @@ def test_result_owns_its_buffers(tok):
     del arr
     assert out.to_pylist() == [tok.encode("some text"), tok.encode("more text")]
     out.validate(full=True)
+
+
+def test_invalid_rows_are_listed_over_chunks():
+    from qwen4exp.arrow import invalid_rows
+
+    good = ["a", "b c", ""] * 5
+    bad = _with_bad_row(good, b"x\xfe", 4)
+    chunked = pa.chunked_array([pa.array(["ok", None]), bad, _with_bad_row(good[:3], b"\xc3", 0)])
+    assert invalid_rows(chunked).tolist() == [2 + 4, 2 + len(bad)]
+    assert invalid_rows(pa.array(["fine", None])).tolist() == []

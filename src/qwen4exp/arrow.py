@@ -10,10 +10,10 @@ extra) and imported only here, on first use.
 
 from __future__ import annotations
 
-from ._arrow import encode_string_arrays, join_id_arrays
+from ._arrow import encode_string_arrays, invalid_utf8_rows, join_id_arrays
 from .errors import TextEncodingError, surrogate_error
 
-__all__ = ["encode_arrow", "id_lists", "need_pyarrow"]
+__all__ = ["encode_arrow", "id_lists", "list_array", "invalid_rows", "need_pyarrow"]
 
 
 def need_pyarrow(where: str):
@@ -112,3 +112,12 @@ def id_lists(ids):
     pa = need_pyarrow("id_lists()")
     offsets, values = join_id_arrays(list(ids))
     return list_array(pa, offsets, values)
+
+
+def invalid_rows(strings):
+    """The rows of a string array or chunked array that are not null and not
+    valid UTF-8 (an int64 numpy array), for callers that route them elsewhere
+    and encode the rest."""
+    pa = need_pyarrow("invalid_rows()")
+    arrays, _ = _string_arrays(pa, strings)
+    return invalid_utf8_rows([_describe(pa, a, pa.types.is_large_string(a.type)) for a in arrays])
