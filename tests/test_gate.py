@@ -28,7 +28,9 @@ def test_passes_on_bundled_vocabularies(capsys, name):
     assert code == 0 and report["ok"] and report["cases"] >= 39
     checked = {c["name"]: c["checked"] for c in report["checks"]}
     assert all(c["ok"] and c["ran"] for c in report["checks"])
-    assert checked["chat.accepted"] + checked["chat.rejected"] == report["cases"]
+    assert report["chat_formats"] == list(qwen4exp.chat_formats())  # by default every format
+    for fmt in qwen4exp.chat_formats():
+        assert checked[f"chat[{fmt}].accepted"] + checked[f"chat[{fmt}].rejected"] == report["cases"]
     assert checked["atoms.outside_bpe"] == len(qwen4exp.Tokenizer(name).atoms)
 
 
@@ -134,6 +136,33 @@ def test_chat_checks_name_the_failing_case(tmp_path):
     path.write_text(json.dumps(oracle), encoding="utf-8")
     report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), oracle=str(path))
     failed = {c.name: c.failures for c in report.checks if not c.ok}
-    assert set(failed) == {"chat.accepted", "chat.rejected"}
-    assert len(failed["chat.accepted"]) == 1 and "literal_controls_user" in failed["chat.accepted"][0]
-    assert len(failed["chat.rejected"]) == 1 and "reject_second_system" in failed["chat.rejected"][0]
+    assert set(failed) == {"chat[qwen3].accepted", "chat[qwen3].rejected"}
+    assert len(failed["chat[qwen3].accepted"]) == 1 and "literal_controls_user" in failed["chat[qwen3].accepted"][0]
+    assert len(failed["chat[qwen3].rejected"]) == 1 and "reject_second_system" in failed["chat[qwen3].rejected"][0]
+
+
+def test_chat_checks_in_one_format(tmp_path):
+    """formats=(F,) runs the oracle in F only, against F's own expectations."""
+    with open(gate.ORACLE, encoding="utf-8") as f:
+        oracle = json.load(f)
+    cases = {c["name"]: c for c in oracle["cases"]}
+    assert all(set(c["formats"]) == set(qwen4exp.chat_formats()[1:]) for c in cases.values())
+    # the 3.5+ formats need a user query: accepted in qwen3, rejected there
+    assert "text" in cases["system_only"]["expect"]
+    assert cases["system_only"]["formats"]["qwen3.6"]["error"] == "ChatFormatError"
+    report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), formats=("qwen3.6",))
+    names = [c.name for c in report.checks if c.name.startswith("chat")]
+    assert report.ok and names == ["chat[qwen3.6].accepted", "chat[qwen3.6].rejected"]
+    assert report.to_json()["chat_formats"] == ["qwen3.6"]
+    # an expectation of that format tampered with: its check fails, naming the case
+    cases["tool_call_dict_arguments"]["formats"]["qwen3.6"]["text"] += "x"
+    path = tmp_path / "oracle.json"
+    path.write_text(json.dumps(oracle), encoding="utf-8")
+    report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), oracle=str(path))
+    failed = {c.name: c.failures for c in report.checks if not c.ok}
+    assert set(failed) == {"chat[qwen3.6].accepted"} and "tool_call_dict_arguments" in failed[
+        "chat[qwen3.6].accepted"][0]
+    with pytest.raises(qwen4exp.ChatFormatError, match="chat_format: unknown chat format 'qwen4'"):
+        gate.run_gate(qwen4exp.Tokenizer(), formats=("qwen4",))
+    report = gate.run_gate(None, facts=gate.facts_of_tokenizer(qwen4exp.Tokenizer()), formats=("qwen3.8",))
+    assert [c.name for c in report.checks if not c.ran][-2:] == ["chat[qwen3.8].accepted", "chat[qwen3.8].rejected"]

@@ -4,29 +4,34 @@
     python tools/gen_gate_oracle.py     # rewrites src/qwen4exp/examples/gate_oracle.json
 
 `qwen4exp gate` runs without the tests, so it ships its own copy of the cases
-of tests/data/chat_oracle.json (checked there against transformers): each
-case's name, request, and either the expected text and segments or the
-expected error class and message fragment. tests/test_gate.py checks that the
-packaged file is exactly this derivation.
+of tests/data/chat_oracle.json (checked there against the official templates
+through transformers): each case's name, request, and per chat format either
+the expected text and segments or the expected error class and message
+fragment ("expect" for qwen3, "formats" for the others). tests/test_gate.py
+checks that the packaged file is exactly this derivation.
 """
 
 import json
 import os
+import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "..", "tests", "data", "chat_oracle.json")
 OUT = os.path.join(HERE, "..", "src", "qwen4exp", "examples", "gate_oracle.json")
 
 
+def _expectation(expect: dict) -> dict:
+    if "error" in expect:
+        return {"error": expect["error"], "match": expect["match"]}
+    return {"text": expect["text"], "segments": expect["segments"]}
+
+
 def derive(source: dict) -> dict:
     cases = []
     for case in source["cases"]:
-        expect = case["expect"]
-        if "error" in expect:
-            expect = {"error": expect["error"], "match": expect["match"]}
-        else:
-            expect = {"text": expect["text"], "segments": expect["segments"]}
-        cases.append({"name": case["name"], "request": case["request"], "expect": expect})
+        cases.append({"name": case["name"], "request": case["request"],
+                      "expect": _expectation(case["expect"]),
+                      "formats": {fmt: _expectation(e) for fmt, e in case["formats"].items()}})
     return {"source": "tests/data/chat_oracle.json (derived by tools/gen_gate_oracle.py)", "cases": cases}
 
 
@@ -34,7 +39,9 @@ def main():
     with open(SOURCE, encoding="utf-8") as f:
         oracle = derive(json.load(f))
     with open(OUT, "w", encoding="utf-8", newline="\n") as f:
-        json.dump(oracle, f, indent=1)  # ASCII: some requests hold lone surrogates
+        text = json.dumps(oracle, indent=1)  # ASCII: some requests hold lone surrogates
+        # one line per segment ([start, end, "KIND"]), as in the tests' oracle
+        f.write(re.sub(r'\[\s+(\d+),\s+(\d+),\s+"(DATA|TRUSTED_CONTROL)"\s+\]', r'[\1, \2, "\3"]', text))
         f.write("\n")
     print(f"wrote {os.path.normpath(OUT)}: {len(oracle['cases'])} cases")
 

@@ -8,10 +8,12 @@ tools/gen_gate_oracle.py) and the vocabulary itself:
   exactly one id, outside the BPE range, spelled by no BPE token; every
   template marker is an atom; no atom is reachable from DATA; decoding round
   trips on a multilingual sample;
-* chats: each accepted case renders to the oracle's bytes and segments (every
-  caller byte DATA), each template marker yields exactly its atom id and DATA
-  never yields one; each rejected case raises the oracle's error and leaves a
-  prior transcript and token buffer byte-identical.
+* chats, in each chat format (by default every one, over the vocabulary
+  checked): each accepted case renders to the oracle's bytes and segments
+  for that format (every caller byte DATA), each template marker yields
+  exactly its atom id and DATA never yields one; each rejected case raises
+  the oracle's error and leaves a prior transcript and token buffer
+  byte-identical.
 
 The command `qwen4exp gate` (its options, printing and exit codes) is in
 `qwen4exp.cli.gate`.
@@ -25,14 +27,15 @@ from dataclasses import dataclass, field
 
 from . import _vocab_compile
 from .chat import render_chat, render_chat_into
+from .formats import chat_format, chat_formats
+from .markers import CONTROL_MARKERS, Marker
 from .errors import Qwen4ExpError
 from .segments import Kind, RenderedChat, Segment
 from .tokenizer import TokenBuffer, Tokenizer
 
 ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "gate_oracle.json")
-# The markers the renderer emits as TRUSTED_CONTROL (README, chat format).
-MARKERS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>")
+# The markers the renderer emits as TRUSTED_CONTROL (docs/FORMAT.md, section 3).
+MARKERS = tuple(m.value for m in Marker if m.value in CONTROL_MARKERS)
 SAMPLE = (
     "The quick brown fox jumps over the lazy dog.", "Größe, naïve café — déjà vu.",
     "Съешь же ещё этих мягких французских булок.", "人工智能正在改变世界。", "日本語のテキストです。",
@@ -63,6 +66,7 @@ class Report:
     subject: str
     cases: int
     checks: list[Check]
+    formats: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -70,13 +74,14 @@ class Report:
 
     def to_json(self) -> dict:
         return {
-            "ok": self.ok, "tokenizer": self.subject, "cases": self.cases,
+            "ok": self.ok, "tokenizer": self.subject, "cases": self.cases, "chat_formats": list(self.formats),
             "checks": [{"name": c.name, "what": c.what, "ok": c.ok, "ran": c.ran, "checked": c.checked,
                         "failures": c.failures} for c in self.checks],
         }
 
     def format(self) -> str:
-        lines = [f"qwen4exp gate: {self.subject} ({self.cases} oracle cases)"]
+        lines = [f"qwen4exp gate: {self.subject} ({self.cases} oracle cases; chat formats "
+                 f"{', '.join(self.formats)})"]
         for c in self.checks:
             status = "PASS" if c.ok else ("NOT RUN" if not c.ran else "FAIL")
             lines.append(f"  {status:7} {c.name:26} {c.what} ({c.checked} checked)")
@@ -209,10 +214,16 @@ def _markers(tok: Tokenizer, data: bytes):
     return out
 
 
-def accepted_case(tok: Tokenizer, case: dict, check: Check) -> None:
-    name, req, expect = case["name"], case["request"], case["expect"]
+def expectation(case: dict, fmt: str) -> dict:
+    """What the oracle expects of a case in format `fmt`: its text and segments,
+    or its error class and a fragment of the message."""
+    return case["expect"] if fmt == "qwen3" else case["formats"][fmt]
+
+
+def accepted_case(tok: Tokenizer, case: dict, check: Check, fmt: str = "qwen3") -> None:
+    name, req, expect = case["name"], case["request"], expectation(case, fmt)
     try:
-        chat = render_chat(req["messages"], **_options(req))
+        chat = render_chat(req["messages"], **_options(req, fmt))
     except Qwen4ExpError as exc:
         check.fail(f"case {name}: rejected ({type(exc).__name__}: {exc})")
         return
@@ -241,15 +252,21 @@ def accepted_case(tok: Tokenizer, case: dict, check: Check) -> None:
         check.fail(f"case {name}: encode_chat differs from its segments encoded one by one")
 
 
-def _options(req: dict) -> dict:
-    return {k: req[k] for k in ("tools", "add_generation_prompt", "enable_thinking") if req.get(k) is not None}
+def _options(req: dict, fmt: str) -> dict:
+    """render_chat's keywords for an oracle request in `fmt`: the request's options
+    that the format has (qwen3-2507 has no enable_thinking), and the format."""
+    keys = ("tools", "add_generation_prompt")
+    if chat_format(fmt).rules.thinking is not None:
+        keys += ("enable_thinking",)
+    return {"chat_format": fmt, **{k: req[k] for k in keys if req.get(k) is not None}}
 
 
-def rejected_case(tok: Tokenizer, case: dict, prior: RenderedChat, buf: TokenBuffer, check: Check) -> None:
-    name, req, expect = case["name"], case["request"], case["expect"]
+def rejected_case(tok: Tokenizer, case: dict, prior: RenderedChat, buf: TokenBuffer, check: Check,
+                  fmt: str = "qwen3") -> None:
+    name, req, expect = case["name"], case["request"], expectation(case, fmt)
     before = (prior.data, _segments(prior))
     try:
-        render_chat_into(req["messages"], prior, **_options(req))
+        render_chat_into(req["messages"], prior, **_options(req, fmt))
         check.fail(f"case {name}: accepted, the oracle expects {expect['error']}")
     except Qwen4ExpError as exc:
         if type(exc).__name__ != expect["error"] or expect["match"] not in str(exc):
@@ -269,23 +286,26 @@ def rejected_case(tok: Tokenizer, case: dict, prior: RenderedChat, buf: TokenBuf
         check.fail(f"case {name}: the prior token buffer changed")
 
 
-def chat_checks(tok: Tokenizer, cases: list[dict]) -> list[Check]:
-    accepted = Check("chat.accepted", "caller bytes DATA, each template marker exactly its atom id")
-    rejected = Check("chat.rejected", "rejected requests leave the prior transcript and token buffer as they were")
-    good = [c for c in cases if "error" not in c["expect"]]
-    prior = render_chat(good[0]["request"]["messages"], **_options(good[0]["request"])) if good else RenderedChat()
+def chat_checks(tok: Tokenizer, cases: list[dict], fmt: str = "qwen3") -> list[Check]:
+    """The oracle's chat checks in format `fmt`: chat[FMT].accepted and chat[FMT].rejected."""
+    accepted = Check(f"chat[{fmt}].accepted", "caller bytes DATA, each template marker exactly its atom id")
+    rejected = Check(f"chat[{fmt}].rejected",
+                     "rejected requests leave the prior transcript and token buffer as they were")
+    good = [c for c in cases if "error" not in expectation(c, fmt)]
+    prior = render_chat(good[0]["request"]["messages"], **_options(good[0]["request"], fmt)) if good \
+        else RenderedChat()
     buf = TokenBuffer()
     try:
         tok.encode_segments_into(prior.data, prior.segments, buf)
     except Qwen4ExpError as exc:
         rejected.fail(f"the prior transcript ({good[0]['name'] if good else 'empty'}) does not encode: {exc}")
     for case in cases:
-        if "error" in case["expect"]:
+        if "error" in expectation(case, fmt):
             rejected.checked += 1
-            rejected_case(tok, case, prior, buf, rejected)
+            rejected_case(tok, case, prior, buf, rejected, fmt)
         else:
             accepted.checked += 1
-            accepted_case(tok, case, accepted)
+            accepted_case(tok, case, accepted, fmt)
     return [accepted, rejected]
 
 
@@ -294,17 +314,23 @@ def load_oracle(path: str = ORACLE) -> list[dict]:
         with open(path, encoding="utf-8") as f:
             cases = json.load(f)["cases"]
         shaped = all(isinstance(c["name"], str) and "messages" in c["request"] and isinstance(c["expect"], dict)
-                     for c in cases)
+                     and isinstance(c["formats"], dict) for c in cases)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise GateInputError(f"oracle {path}: unreadable ({exc})") from None
     if not shaped or not cases:
-        raise GateInputError(f"oracle {path}: not a list of cases with name, request and expect")
+        raise GateInputError(f"oracle {path}: not a list of cases with name, request, expect and formats")
     return cases
 
 
 def run_gate(tok: Tokenizer | None, *, facts: Facts | None = None, subject: str = "",
-             load_error: str | None = None, oracle: str = ORACLE) -> Report:
-    """All checks; with `tok` None (the file did not load) only the vocabulary's own."""
+             load_error: str | None = None, oracle: str = ORACLE,
+             formats: tuple[str, ...] | None = None) -> Report:
+    """All checks; with `tok` None (the file did not load) only the vocabulary's own.
+    The chat checks run in each of `formats` (default: every chat format); an
+    unknown name is a ChatFormatError."""
+    formats = chat_formats() if formats is None else tuple(formats)
+    for fmt in formats:
+        chat_format(fmt)
     cases = load_oracle(oracle)
     checks = vocabulary_checks(facts if facts is not None else facts_of_tokenizer(tok))
     load = Check("load", "the tokenizer loads", 1)
@@ -312,15 +338,20 @@ def run_gate(tok: Tokenizer | None, *, facts: Facts | None = None, subject: str 
         load.fail(load_error)
     checks.insert(0, load)
     if tok is not None:
-        checks += tokenizer_checks(tok) + chat_checks(tok, cases)
+        checks += tokenizer_checks(tok)
+        for fmt in formats:
+            checks += chat_checks(tok, cases, fmt)
     else:
-        for name in ("atoms.resolve", "atoms.not_from_data", "decode.roundtrip", "chat.accepted", "chat.rejected"):
+        names = ["atoms.resolve", "atoms.not_from_data", "decode.roundtrip"]
+        names += [f"chat[{fmt}].{kind}" for fmt in formats for kind in ("accepted", "rejected")]
+        for name in names:
             checks.append(Check(name, "needs a loaded tokenizer", ran=False))
-    return Report(subject, len(cases), checks)
+    return Report(subject, len(cases), checks, formats)
 
 
-def gate_tokenizer_file(path: str) -> Report:
-    """Gate a tokenizer.json (or a directory holding one); GateInputError if unreadable."""
+def gate_tokenizer_file(path: str, formats: tuple[str, ...] | None = None) -> Report:
+    """Gate a tokenizer.json (or a directory holding one), the chat checks in each
+    of `formats` (default: every chat format); GateInputError if unreadable."""
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
     try:
@@ -332,5 +363,5 @@ def gate_tokenizer_file(path: str) -> Report:
     try:
         tok = Tokenizer.from_file(path)
     except (Qwen4ExpError, OSError) as exc:
-        return run_gate(None, facts=facts, subject=path, load_error=str(exc))
-    return run_gate(tok, facts=facts, subject=path)
+        return run_gate(None, facts=facts, subject=path, load_error=str(exc), formats=formats)
+    return run_gate(tok, facts=facts, subject=path, formats=formats)
