@@ -8,7 +8,7 @@ docs/ARCHITECTURE.md.
 from .chat import chat_formats, render_chat, render_chat_into
 from .completion import CompletionParser, Delta
 from .decode_stream import DecodeStream
-from .encoded import EncodedChat
+from .masks import EncodedChat
 from .budget import FittedChat
 from .errors import (
     BudgetError,

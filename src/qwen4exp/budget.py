@@ -69,15 +69,15 @@ class _Full:
     """The whole conversation's stream, ids and ids so far at each boundary."""
 
     def __init__(self, tok, chat: RenderedChat) -> None:
-        ids, tok_ends, fault = tok._native.encode_bounds(chat._data, chat._bounds, chat._first_control, 0, True)
+        ids, tok_ends, fault = tok._native.encode_bounds(chat.data, chat.boundaries, chat.first_is_control, 0, True)
         if fault is not None:
-            raise fault_error(fault, chat._data, chat._bounds, chat._bounds[1:])
+            raise fault_error(fault, chat.data, chat.boundaries, chat.boundaries[1:])
         self.chat, self.ids = chat, ids
         self.ends = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]
 
     def at(self, offset: int) -> tuple[int, int]:
         """(segment index, ids before it) of a segment boundary `offset`."""
-        j = bisect_left(self.chat._bounds, offset)
+        j = bisect_left(self.chat.boundaries, offset)
         return j, int(self.ends[j])
 
     def cut(self, chat: RenderedChat, start: int, stop: int) -> np.ndarray | None:
@@ -85,19 +85,19 @@ class _Full:
         cut out, segment for segment (each segment is tokenized on its own, so
         its ids are the full stream's); None when it is not."""
         full = self.chat
-        data, bounds = chat._data, chat._bounds
+        data, bounds = chat.data, chat.boundaries
         (j0, t0), (j1, t1) = self.at(start), self.at(stop)
         if (
-            chat._first_control != full._first_control
+            chat.first_is_control != full.first_is_control
             or (j1 - j0) % 2  # kinds alternate: the joined segments must have the same kind
-            or len(data) != len(full._data) - (stop - start)
-            or full._bounds[j0] != start or full._bounds[j1] != stop
+            or len(data) != len(full.data) - (stop - start)
+            or full.boundaries[j0] != start or full.boundaries[j1] != stop
         ):
             return None
         shift = stop - start
-        if bounds[: j0 + 1] != full._bounds[: j0 + 1] or bounds[j0:] != tuple(b - shift for b in full._bounds[j1:]):
+        if bounds[: j0 + 1] != full.boundaries[: j0 + 1] or bounds[j0:] != tuple(b - shift for b in full.boundaries[j1:]):
             return None
-        if data[:start] != full._data[:start] or data[start:] != full._data[stop:]:
+        if data[:start] != full.data[:start] or data[start:] != full.data[stop:]:
             return None
         return np.concatenate((self.ids[:t0], self.ids[t1:]))
 

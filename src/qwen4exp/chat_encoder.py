@@ -17,7 +17,7 @@ from bisect import bisect_right
 import numpy as np
 
 from ._encoder import common_prefix
-from .encoded import EncodedChat, chat_masks
+from .masks import EncodedChat, chat_masks
 from .errors import fault_error
 from .segments import RenderedChat
 
@@ -68,7 +68,7 @@ class ChatEncoder:
             raise TypeError(f"ChatEncoder.encode() takes a RenderedChat, not {type(chat).__name__}")
         self._acquire()
         try:
-            data, bounds, first_control = chat._data, chat._bounds, chat._first_control
+            data, bounds, first_control = chat.data, chat.boundaries, chat.first_is_control
             first = self._reusable(data, bounds, first_control)
             ids, tok_ends = self._encode_from(data, bounds, first_control, first)
             self._prev = (data, bounds, first_control, ids, tok_ends)

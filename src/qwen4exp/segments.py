@@ -96,6 +96,18 @@ class RenderedChat:
         return self._segments
 
     @property
+    def boundaries(self) -> tuple[int, ...]:
+        """The segments' boundary offsets into `data`: 0, then each segment's
+        end. With `first_is_control` this is the whole segmentation (kinds
+        alternate), the form the tokenizer hands the native core."""
+        return self._bounds
+
+    @property
+    def first_is_control(self) -> bool:
+        """True when the first segment is TRUSTED_CONTROL."""
+        return self._first_control
+
+    @property
     def chat_format(self) -> str | None:
         """The chat format the transcript was rendered in ("qwen3", "qwen3.6", ...);
         None for the empty transcript and a stream built with SegmentBuilder."""

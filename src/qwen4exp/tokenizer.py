@@ -24,7 +24,7 @@ from ._encoder import NativeTokenizer
 from ._faults import InitFault
 from .completion import CompletionParser
 from .decode_stream import DecodeStream, IdTables
-from .encoded import EncodedChat, chat_masks
+from .masks import EncodedChat, chat_masks
 from .errors import (
     Qwen4ExpError,
     SegmentError,
@@ -427,12 +427,12 @@ class Tokenizer:
         array, what model inputs and the batch output take (docs/FORMAT.md, section 7).
 
         With `return_masks=True`, an EncodedChat: the same ids plus
-        `control_mask`, `message_index` and `assistant_mask` (qwen4exp.encoded).
+        `control_mask`, `message_index` and `assistant_mask` (qwen4exp.masks).
         """
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
-        data, bounds = chat._data, chat._bounds
-        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat._first_control, 0, return_masks)
+        data, bounds = chat.data, chat.boundaries
+        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, return_masks)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
         if return_masks:
@@ -443,8 +443,8 @@ class Tokenizer:
         """len(encode_chat(chat))."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"count_chat() takes a RenderedChat, not {type(chat).__name__}")
-        data, bounds = chat._data, chat._bounds
-        ids, _, fault = self._native.encode_bounds(data, bounds, chat._first_control, 0, False)
+        data, bounds = chat.data, chat.boundaries
+        ids, _, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, False)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
         return len(ids)
@@ -618,8 +618,8 @@ def _ids_array(ids: Iterable[int], n_vocab: int) -> np.ndarray:
 def _chat_arrays(chat: RenderedChat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A RenderedChat's segments as the native (starts int64, ends int64, kinds
     int8) arrays: its boundaries with alternating kinds (no checks needed)."""
-    b = np.asarray(chat._bounds, dtype=np.int64)
-    kinds = (np.arange(len(b) - 1, dtype=np.int8) + np.int8(chat._first_control)) & 1
+    b = np.asarray(chat.boundaries, dtype=np.int64)
+    kinds = (np.arange(len(b) - 1, dtype=np.int8) + np.int8(chat.first_is_control)) & 1
     return b[:-1].copy(), b[1:].copy(), kinds
 
 

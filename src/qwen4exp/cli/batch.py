@@ -27,10 +27,9 @@ from collections import deque
 from typing import NamedTuple
 
 from ..errors import Qwen4ExpError
-from ..segments import Kind
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
 from .sinks import Sink, check_paths, flatten, write_errors
-from .sources import Failure, failure_of, format_of, open_source
+from .sources import CHAT, TEXT, Failure, failure_of, format_of, open_source
 
 __all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
 
@@ -66,8 +65,8 @@ def encode_chunk(tok, records, threads: int | None, failures=()) -> EncodedChunk
     results = [None] * len(records)
     failures = list(failures)
     for kind, call, single in (
-        (Kind.DATA, tok.encode_batch, tok.encode),
-        (Kind.TRUSTED_CONTROL, tok.encode_chats, tok.encode_chat),
+        (TEXT, tok.encode_batch, tok.encode),
+        (CHAT, tok.encode_chats, tok.encode_chat),
     ):
         pos = [k for k, r in enumerate(records) if r.kind == kind]
         if not pos:

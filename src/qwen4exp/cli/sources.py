@@ -43,8 +43,12 @@ def format_of(path: str, given: str | None, what: str, default: str | None = Non
     )
 
 
+# What a record holds: a text (encoded all as DATA) or a rendered chat.
+TEXT, CHAT = "text", "chat"
+
+
 class Record:
-    """One usable record: kind DATA (payload: text) or TRUSTED_CONTROL (a RenderedChat)."""
+    """One usable record: kind TEXT (payload: a str) or CHAT (a RenderedChat)."""
 
     __slots__ = ("index", "line", "kind", "payload", "nbytes")
 
@@ -75,18 +79,17 @@ class Failure:
 def make_record(obj, index, line, nbytes_hint=None) -> Record:
     """Turn one decoded record into a text or rendered-chat record (or raise)."""
     from ..chat import render_chat
-    from ..segments import Kind
 
     if isinstance(obj, dict) and "text" in obj and obj.get("messages") is None:
         text = obj["text"]
         if not isinstance(text, str):
             raise RecordError(f'"text" must be a string, not {type(text).__name__}')
-        return Record(index, line, Kind.DATA, text, nbytes_hint)
+        return Record(index, line, TEXT, text, nbytes_hint)
     if isinstance(obj, dict) and "text" in obj and obj["text"] is not None:
         raise RecordError('a record has either "text" or "messages", not both')
     messages, options = request_from_json(obj, "record")
     chat = render_chat(messages, **options)
-    return Record(index, line, Kind.TRUSTED_CONTROL, chat, len(chat.data))
+    return Record(index, line, CHAT, chat, len(chat.data))
 
 
 def iter_jsonl(path: str, start_line: int = 1):

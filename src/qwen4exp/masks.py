@@ -58,10 +58,10 @@ def _in_ranges(off: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[n
 def chat_masks(chat, ids: np.ndarray, tok_ends: np.ndarray, token_lengths: np.ndarray) -> EncodedChat:
     """The EncodedChat of `chat`, given its ids, the ids so far after each
     segment (`tok_ends`) and the byte length of every id's spelling."""
-    bounds = np.asarray(chat._bounds, dtype=np.int64)
+    bounds = np.asarray(chat.boundaries, dtype=np.int64)
     counts = np.diff(tok_ends, prepend=np.int64(0))
     seg = np.repeat(np.arange(len(counts)), counts)  # segment of each token
-    control = ((seg + int(chat._first_control)) & 1).astype(bool)
+    control = ((seg + int(chat.first_is_control)) & 1).astype(bool)
 
     # Each token's first byte: its offset within its (normalized) segment,
     # clamped to the segment, plus where the segment starts in chat.data.
