@@ -22,7 +22,8 @@ def need_pyarrow(where: str):
         import pyarrow
     except ImportError:
         raise ImportError(
-            f"{where} needs pyarrow, which is not installed: pip install 'qwen4exp[cli]' (or pyarrow)"
+            f"{where} needs pyarrow, which is not installed: pip install pyarrow "
+            '(or, in a clone of qwen4exp: pip install ".[cli]")'
         ) from None
     return pyarrow
 
