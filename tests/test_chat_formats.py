@@ -181,7 +181,7 @@ def option_grid(fmt: str, full: bool = False):
     """Option sets of a format: every combination (`full`), or a covering set in
     which every value of every option meets every value of enable_thinking."""
     names = ref.FORMAT_OPTIONS[fmt]
-    grid = [{}]
+    grid = [{}, {"enable_thinking": False}] if fmt == "qwen3-2507" else [{}]  # False: what it does anyway
     for name in names if full else names[:1]:
         grid = [dict(g, **{name: v}) for g in grid for v in _VALUES[name]]
     grid = [dict(g, add_generation_prompt=agp) for g in grid for agp in _AGP]
@@ -366,6 +366,17 @@ def test_whitespace_only_system(fmt):
             assert chat.text == ref.reference_text({"messages": msgs, **kw}, fmt)
 
 
+def test_qwen3_2507_has_no_thinking_mode():
+    msgs = [U("q"), A("a", reasoning="dropped"), U("q2")]
+    text = _text(msgs, "qwen3-2507", add_generation_prompt=True)
+    assert "dropped" not in text and text.endswith("<|im_start|>assistant\n")
+    assert _text(msgs, "qwen3-2507", add_generation_prompt=True, enable_thinking=False) == text
+    assert text == ref.reference_text({"messages": msgs, "add_generation_prompt": True,
+                                       "enable_thinking": False}, "qwen3-2507")
+    with pytest.raises(ChatFormatError, match="qwen3-2507 format has no thinking mode"):
+        render_chat(msgs, chat_format="qwen3-2507", enable_thinking=True)
+
+
 def test_qwen38_reasoning_effort():
     msgs = [S("sys"), U("u")]
     assert _text(msgs, "qwen3.8").startswith(
@@ -527,7 +538,7 @@ INVALID = [
      "messages[1].tool_calls[0].function.arguments"),
     (("qwen3-2507",), _OK, {"enable_thinking": True}, ChatFormatError,
      "enable_thinking: the qwen3-2507 format has no thinking mode"),
-    (("qwen3-2507",), _OK, {"enable_thinking": False}, ChatFormatError, "enable_thinking"),
+    (("qwen3-2507",), _OK, {"enable_thinking": "no"}, ChatFormatError, "enable_thinking: must be a bool"),
     (("qwen3", "qwen3-2507", "qwen3.5"), _OK, {"preserve_thinking": True}, ChatFormatError,
      "preserve_thinking: the {fmt} format has no such option"),
     (("qwen3", "qwen3-2507", "qwen3.5", "qwen3.6"), _OK, {"reasoning_effort": "low"}, ChatFormatError,

@@ -63,7 +63,7 @@ class Rules(NamedTuple):
     trim: bool  # content and reasoning lose surrounding whitespace (Jinja's |trim: str.strip())
     calls: int  # JSON_CALLS, XML_PYTHON or XML_JSON
     needs_query: bool  # at least one user message
-    thinking: bool | None  # enable_thinking's default; None: the format has no such option
+    thinking: bool | None  # enable_thinking's default; None: no thinking mode (only False accepted)
     preserve: bool | None  # preserve_thinking's default; None: no such option
     effort: str | None  # reasoning_effort's default; None: no such option
 
@@ -344,12 +344,12 @@ def _options(rules: Rules, enable_thinking: Any, preserve_thinking: Any,
     name = rules.name
     if enable_thinking is None:
         enable_thinking = bool(rules.thinking)
-    elif rules.thinking is None:
-        raise ChatFormatError(
-            f"enable_thinking: the {name} format has no thinking mode (leave it None)"
-        )
     else:
         enable_thinking = _flag(enable_thinking, "enable_thinking")
+        if enable_thinking and rules.thinking is None:  # False is what such a format always does
+            raise ChatFormatError(
+                f"enable_thinking: the {name} format has no thinking mode (leave it None or False)"
+            )
     if preserve_thinking is None:
         preserve_thinking = rules.preserve
     elif rules.preserve is None:
