@@ -1,11 +1,12 @@
 """Token budgets and token spellings against the references.
 
 `fit_chat` is checked against a brute force written here: every way of
-dropping the oldest whole turns, each rendered by transformers'
-`apply_chat_template` (Qwen3 template) and tokenized by HF `tokenizers`,
-the fewest dropped turns that fit being the answer. `count_chat` is checked
-against the same reference ids, `token_to_id` / `id_to_token` against HF's
-vocabulary for every id of both vocabularies.
+dropping the oldest whole turns, each rendered by the format's official
+template (transformers' `apply_chat_template`, tests/_formats_reference.py)
+and tokenized by HF `tokenizers`, the fewest dropped turns that fit being
+the answer. `count_chat` is checked against the same reference ids,
+`token_to_id` / `id_to_token` against HF's vocabulary for every id of both
+vocabularies.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import random
 import pytest
 
 import qwen4exp
+import qwen4exp.budget
 
 import _chat_reference as ref
-from _both_vocabularies import hf_plain, tok, vocab  # noqa: F401  (fixtures)
+import _formats_reference as formats
 from test_chat_tokens import ATOM_FREE, CASES
 
 TOOLS = [
@@ -28,16 +30,19 @@ TOOLS = [
 WORDS = "alpha beta gamma δέλτα 数据 значение return x = f(y) — naïve café 🙂 \n".split(" ")
 
 
-@pytest.fixture(scope="module")
-def hf(vocab, request):
-    """HF tokenizers with the vocabulary's added tokens (atom-free text: exact)."""
-    return request.getfixturevalue("hf_full36" if vocab == "qwen3.6" else "hf_full")
+VOCABULARIES = ("qwen3", "qwen3.6")
 
 
-def reference_ids(hf, messages, tools, add_generation_prompt=True, enable_thinking=True):
-    text = ref.reference_text({"messages": messages, "tools": tools,
-                               "add_generation_prompt": add_generation_prompt,
-                               "enable_thinking": enable_thinking})
+def tokenizers_of(request, vocab):
+    """(our tokenizer, HF tokenizers with the added tokens) of a vocabulary."""
+    if vocab == "qwen3.6":
+        return request.getfixturevalue("tok36"), request.getfixturevalue("hf_full36")
+    return request.getfixturevalue("tok"), request.getfixturevalue("hf_full")
+
+
+def reference_ids(hf, messages, tools, fmt="qwen3", add_generation_prompt=True, **options):
+    text = formats.reference_text({"messages": messages, "tools": tools,
+                                   "add_generation_prompt": add_generation_prompt, **options}, fmt)
     return hf.encode(text, add_special_tokens=False).ids
 
 
@@ -56,10 +61,10 @@ def _text(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n)).strip() or "ok"
 
 
-def conversation(seed):
-    """A random agent conversation: reasoning, tool calls with one or more
-    results, plain replies, sometimes no system message or an opening
-    assistant message."""
+def conversation(seed, reasoning=True):
+    """A random agent conversation: reasoning (unless not `reasoning`), tool
+    calls with one or more results, plain replies, sometimes no system
+    message or an opening assistant message."""
     rng = random.Random(seed)
     messages = []
     if rng.random() < 0.7:
@@ -74,39 +79,55 @@ def conversation(seed):
                      for _ in range(rng.randint(1, 2))]
             msg = {"role": "assistant", "content": _text(rng, 4) if rng.random() < 0.5 else "",
                    "tool_calls": calls}
-            if rng.random() < 0.5:
+            if reasoning and rng.random() < 0.5:
                 msg["reasoning_content"] = _text(rng, rng.randint(1, 20))
             messages.append(msg)
             messages.extend({"role": "tool", "content": _text(rng, rng.randint(1, 25))} for _ in calls)
         if rng.random() < 0.8:
             msg = {"role": "assistant", "content": _text(rng, rng.randint(1, 30))}
-            if rng.random() < 0.5:
+            if reasoning and rng.random() < 0.5:
                 msg["reasoning_content"] = _text(rng, rng.randint(1, 20))
             messages.append(msg)
     return messages, (TOOLS if rng.random() < 0.5 else None)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_fit_chat_is_the_longest_suffix_of_whole_turns(tok, hf, seed):
-    messages, tools = conversation(seed)
+def check_fit_chat(tok, hf, fmt, seed):
+    messages, tools = conversation(seed, reasoning=fmt != "qwen3-2507")
     counts = []  # reference token count with k turns dropped, k = 0, 1, ...
     while (kept := kept_after(messages, len(counts))) is not None:
-        counts.append(len(reference_ids(hf, kept, tools)))
+        counts.append(len(reference_ids(hf, kept, tools, fmt)))
     assert counts == sorted(counts, reverse=True)
     budgets = sorted({0, counts[0] + 5} | {c + d for c in counts for d in (-1, 0, 1)})
     for budget in budgets:
         k = next((k for k, c in enumerate(counts) if c <= budget), None)
         if k is None:
             with pytest.raises(qwen4exp.BudgetError, match=f"budget of {budget}"):
-                tok.fit_chat(messages, budget, tools=tools)
+                tok.fit_chat(messages, budget, tools=tools, chat_format=fmt)
             continue
-        fit = tok.fit_chat(messages, budget, tools=tools)
+        fit = tok.fit_chat(messages, budget, tools=tools, chat_format=fmt)
         kept = kept_after(messages, k)
         assert fit.messages == kept, (budget, k)
         assert fit.dropped == len(messages) - len(kept)
-        assert fit.ids.tolist() == reference_ids(hf, kept, tools)
+        assert fit.ids.tolist() == reference_ids(hf, kept, tools, fmt)
         assert len(fit.ids) <= budget
-        assert fit.chat == qwen4exp.render_chat(kept, tools=tools, add_generation_prompt=True)
+        assert fit.chat == qwen4exp.render_chat(kept, tools=tools, add_generation_prompt=True, chat_format=fmt)
+
+
+@pytest.mark.parametrize("fmt", formats.FORMATS)
+@pytest.mark.parametrize("seed", range(6))
+def test_fit_chat_is_the_longest_suffix_of_whole_turns(request, fmt, seed):
+    tok, hf = tokenizers_of(request, formats.VOCAB_OF[fmt])
+    check_fit_chat(tok, hf, fmt, seed)
+
+
+@pytest.mark.parametrize("fmt", ["qwen3", "qwen3.8"])
+def test_fit_chat_exact_when_every_candidate_is_encoded(request, monkeypatch, fmt):
+    """The search alone is exact: with no candidate's ids cut from the full
+    encoding, each one is encoded."""
+    monkeypatch.setattr(qwen4exp.budget._Full, "cut", lambda self, chat, start, stop: None)
+    tok, hf = tokenizers_of(request, formats.VOCAB_OF[fmt])
+    for seed in (1, 4):
+        check_fit_chat(tok, hf, fmt, seed)
 
 
 def test_fit_chat_keeps_tool_results_with_their_call(tok):
@@ -122,7 +143,8 @@ def test_fit_chat_keeps_tool_results_with_their_call(tok):
         assert fit.messages[-len(rest):] == messages[len(messages) - len(rest):]
 
 
-def test_fit_chat_render_options(tok, hf):
+def test_fit_chat_render_options(tok, hf_full):
+    hf = hf_full
     messages, _ = conversation(5)
     fit = tok.fit_chat(messages, 10**6, enable_thinking=False)
     assert fit.dropped == 0 and fit.messages == messages
@@ -145,12 +167,13 @@ def test_fit_chat_errors(tok):
     assert issubclass(qwen4exp.BudgetError, qwen4exp.Qwen4ExpError)
 
 
+@pytest.mark.parametrize("vocab", VOCABULARIES)
 @pytest.mark.parametrize("name", ATOM_FREE)
-def test_count_chat(tok, hf, name):
-    request = CASES[name]["request"]
-    chat = qwen4exp.render_chat(request["messages"], **ref.render_kwargs(request))
-    req = ref.normalise(request)
-    text = ref.reference_text(req)
+def test_count_chat(request, vocab, name):
+    tok, hf = tokenizers_of(request, vocab)
+    case = CASES[name]["request"]
+    chat = qwen4exp.render_chat(case["messages"], **ref.render_kwargs(case))
+    text = ref.reference_text(ref.normalise(case))
     assert tok.count_chat(chat) == len(hf.encode(text, add_special_tokens=False).ids)
 
 
@@ -160,7 +183,9 @@ def test_count_chat_types(tok):
     assert tok.count_chat(qwen4exp.RenderedChat()) == 0
 
 
-def test_token_spellings_equal_hf_for_every_id(tok, hf):
+@pytest.mark.parametrize("vocab", VOCABULARIES)
+def test_token_spellings_equal_hf_for_every_id(request, vocab):
+    tok, hf = tokenizers_of(request, vocab)
     by_id = [None] * (max(hf.get_vocab().values()) + 1)
     for token, i in hf.get_vocab().items():
         by_id[i] = token
