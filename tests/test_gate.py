@@ -34,6 +34,22 @@ def test_passes_on_bundled_vocabularies(capsys, name):
     assert checked["atoms.outside_bpe"] == len(qwen4exp.Tokenizer(name).atoms)
 
 
+def test_chat_format_option(capsys):
+    """--chat-format F runs the chat checks in F only; without --vocab, over the
+    vocabulary of F's models."""
+    code, out, _ = run(capsys, "--chat-format", "qwen3.5", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["chat_formats"] == ["qwen3.5"]
+    assert report["tokenizer"] == "bundled vocabulary qwen3.6"
+    assert [c["name"] for c in report["checks"] if c["name"].startswith("chat")] == [
+        "chat[qwen3.5].accepted", "chat[qwen3.5].rejected"]
+    code, out, _ = run(capsys, "--vocab", "qwen3", "--chat-format", "qwen3.8", "--chat-format", "qwen3-2507")
+    assert code == 0 and "bundled vocabulary qwen3 " in out and "chat formats qwen3.8, qwen3-2507" in out
+    with pytest.raises(SystemExit) as exc:
+        run(capsys, "--chat-format", "qwen4")
+    assert exc.value.code == 2
+
+
 def test_readable_report_and_default_vocabulary(capsys):
     code, out, _ = run(capsys)
     assert code == 0

@@ -10,14 +10,17 @@ import sys
 
 from .. import _vocab_compile
 from ..errors import Qwen4ExpError
+from ..formats import chat_formats
 from ..gate import GateInputError, gate_tokenizer_file, run_gate
 from ..tokenizer import Tokenizer
-from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE
+from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, FORMAT_VOCAB
 
 EXIT_FAILED = 1  # a check failed
 
 GATE_HELP = (
     "Model-free gate: check a tokenizer and the renderer before serving them.\n"
+    "The chat checks run in every chat format (qwen3, qwen3-2507, qwen3.5,\n"
+    "qwen3.6, qwen3.8) over the vocabulary checked, or in those --chat-format names.\n"
     "Over the packaged chat oracle (accepted and rejected requests: literal controls\n"
     "in content, tool names, arguments and schemas; text spelling media tokens;\n"
     "structured media, second system, unknown roles, malformed arguments) it checks\n"
@@ -33,21 +36,25 @@ def add_arguments(sp) -> None:
     which.add_argument("--vocab", metavar="NAME",
                        help=f"a bundled vocabulary ({', '.join(_vocab_compile.BUNDLED)}; default qwen3)")
     which.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json, or a directory holding one")
+    sp.add_argument("--chat-format", metavar="F", choices=chat_formats(), action="append", default=None,
+                    help="run the chat checks in format F (repeatable; default: every format; without "
+                         "--vocab, the vocabulary of F's models)")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def cmd_gate(args) -> int:
+    formats = tuple(dict.fromkeys(args.chat_format)) if args.chat_format else None
     try:
         if args.tokenizer:
-            report = gate_tokenizer_file(args.tokenizer)
+            report = gate_tokenizer_file(args.tokenizer, formats)
         else:
-            name = args.vocab or "qwen3"
+            name = args.vocab or (FORMAT_VOCAB[formats[0]] if formats else "qwen3")
             try:
                 tok = Tokenizer(name)
             except Qwen4ExpError as exc:
                 print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
                 return EXIT_USAGE
-            report = run_gate(tok, subject=f"bundled vocabulary {tok._vocab_name}")
+            report = run_gate(tok, subject=f"bundled vocabulary {tok._vocab_name}", formats=formats)
     except GateInputError as exc:
         print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
