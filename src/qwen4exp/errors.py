@@ -25,7 +25,8 @@ class Qwen4ExpError(ValueError):
 
 
 class ChatFormatError(Qwen4ExpError):
-    """A chat request the Qwen4Exp format does not accept (role, order, content, tools, media)."""
+    """A chat request the chosen chat format does not accept (role, order, content, tools,
+    media, an option the format lacks)."""
 
 
 class SegmentError(Qwen4ExpError):
