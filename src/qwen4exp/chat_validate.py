@@ -182,32 +182,15 @@ def _content(value: Any, i: int, optional: bool, trim: bool = False) -> bytes:
     )
 
 
-def _arguments(value: Any, where: str) -> bytes:
-    if isinstance(value, dict):
-        return _json_text(value, where, "tool arguments")
-    if isinstance(value, str):
-        text = _text(value, where)
-        try:
-            parsed = json.loads(value, parse_constant=reject_constant)
-        except (ValueError, RecursionError) as exc:
-            raise ChatFormatError(
-                f"{where}: malformed tool arguments (a string must parse as a JSON object: {exc})"
-            ) from None
-        if not isinstance(parsed, dict):
-            raise ChatFormatError(
-                f"{where}: malformed tool arguments (the string parses as "
-                f"{type(parsed).__name__}, not a JSON object)"
-            )
-        return text  # rendered verbatim
-    raise ChatFormatError(
+def _not_an_object(value: Any, where: str) -> ChatFormatError:
+    return ChatFormatError(
         f"{where}: malformed tool arguments (need a JSON object: a dict or a string "
         f"that parses as one, not {type(value).__name__})"
     )
 
 
 def _parsed_object(value: str, where: str) -> dict:
-    """A JSON-object string's object (vLLM parses string arguments the same way
-    before an XML-call template sees them)."""
+    """The object a JSON-object string spells, or ChatFormatError."""
     _text(value, where)  # a lone surrogate is a TextEncodingError, as elsewhere
     try:
         parsed = json.loads(value, parse_constant=reject_constant)
@@ -221,6 +204,16 @@ def _parsed_object(value: str, where: str) -> dict:
             f"{type(parsed).__name__}, not a JSON object)"
         )
     return parsed
+
+
+def _arguments(value: Any, where: str) -> bytes:
+    """A call's arguments as the JSON-call formats write them."""
+    if isinstance(value, dict):
+        return _json_text(value, where, "tool arguments")
+    if isinstance(value, str):
+        _parsed_object(value, where)
+        return _text(value, where)  # rendered verbatim
+    raise _not_an_object(value, where)
 
 
 # Scalars of the XML forms, by style: (None, True, False).
@@ -251,14 +244,13 @@ def _xml_value(value: Any, where: str, style: int) -> bytes:
 
 
 def _xml_arguments(value: Any, where: str, style: int) -> bytes:
-    """The <parameter=KEY>\nVALUE\n</parameter>\n blocks of a call's arguments."""
+    """The <parameter=KEY>\nVALUE\n</parameter>\n blocks of a call's arguments.
+    A JSON-object string is parsed first (the templates fail on a string; vLLM
+    parses it before rendering)."""
     if isinstance(value, str):
         value = _parsed_object(value, where)
     elif type(value) is not dict and not isinstance(value, Mapping):
-        raise ChatFormatError(
-            f"{where}: malformed tool arguments (need a JSON object: a dict or a string "
-            f"that parses as one, not {type(value).__name__})"
-        )
+        raise _not_an_object(value, where)
     blocks = []
     for key, item in value.items():
         if not isinstance(key, str):
