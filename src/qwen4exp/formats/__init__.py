@@ -1,12 +1,12 @@
 """The chat formats `render_chat` speaks, one per official Qwen chat template.
 
-| format       | models                                         | module    |
-|--------------|------------------------------------------------|-----------|
-| "qwen3"      | Qwen3 hybrid-thinking models (the default)     | qwen3.py  |
-| "qwen3-2507" | Qwen3-*-Instruct-2507                          | qwen3.py  |
+| format       | models                                              | module    |
+|--------------|-----------------------------------------------------|-----------|
+| "qwen3"      | Qwen3 hybrid-thinking models (the default)          | qwen3.py  |
+| "qwen3-2507" | Qwen3-*-Instruct-2507                               | qwen3.py  |
 | "qwen3.5"    | Qwen3.5 (the small ones with enable_thinking=False) | qwen35.py |
-| "qwen3.6"    | Qwen3.6                                        | qwen35.py |
-| "qwen3.8"    | Qwen3.8                                        | qwen35.py |
+| "qwen3.6"    | Qwen3.6                                             | qwen35.py |
+| "qwen3.8"    | Qwen3.8                                             | qwen35.py |
 
 A format is its validation rules (`chat_validate.Rules`) and a renderer that
 turns a validated request into alternating CONTROL / DATA parts and message
