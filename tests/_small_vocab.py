@@ -4,6 +4,7 @@ per case)."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 from _hf_reference import TOKENIZER_JSON
@@ -13,7 +14,13 @@ SMALL_N = 1000
 
 def small_tokenizer_json(n: int = SMALL_N) -> dict:
     """The real tokenizer.json's first n tokens (all 256 bytes among them), the
-    merges among them, and the added tokens renumbered to follow."""
+    merges among them, and the added tokens renumbered to follow (a fresh
+    object each call)."""
+    return json.loads(_small_tokenizer_text(n))
+
+
+@functools.lru_cache(maxsize=None)
+def _small_tokenizer_text(n: int) -> str:
     with open(TOKENIZER_JSON, encoding="utf-8") as f:
         raw = json.load(f)
     vocab = {t: i for t, i in raw["model"]["vocab"].items() if i < n}
@@ -25,4 +32,4 @@ def small_tokenizer_json(n: int = SMALL_N) -> dict:
     raw["model"]["vocab"], raw["model"]["merges"] = vocab, merges
     for k, t in enumerate(raw["added_tokens"]):
         t["id"] = n + k
-    return raw
+    return json.dumps(raw)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import TOKENIZER_JSON
+from _small_vocab import SMALL_N, small_tokenizer_json
 from qwen4exp.cli.main import main
 
 # Each is spliced where a JSON value goes; all are refused by the strict decoder.
@@ -227,27 +227,10 @@ def test_parquet_messages_column_layouts(tmp_path, capsys, layout, tok):
 # ---------------------------------------------------------------- tampered tokenizer.json
 
 
-SMALL_N = 1000
-
-
 @pytest.fixture(scope="module")
 def vocab_json():
-    """A small Qwen-family tokenizer.json cut from the real one (tampering and
-    recompiling the full 11 MB file would take seconds per case): its first
-    1,000 tokens (all 256 bytes among them), the merges among them, and the
-    added tokens renumbered to follow."""
-    with open(TOKENIZER_JSON, encoding="utf-8") as f:
-        raw = json.load(f)
-    vocab = {t: i for t, i in raw["model"]["vocab"].items() if i < SMALL_N}
-    merges = []
-    for m in raw["model"]["merges"]:
-        a, b = m.split(" ", 1) if isinstance(m, str) else m
-        if a in vocab and b in vocab and a + b in vocab:
-            merges.append(m)
-    raw["model"]["vocab"], raw["model"]["merges"] = vocab, merges
-    for k, t in enumerate(raw["added_tokens"]):
-        t["id"] = SMALL_N + k
-    return raw
+    """A 1,000-token tokenizer.json cut from the real one (tests/_small_vocab.py)."""
+    return small_tokenizer_json()
 
 
 @pytest.fixture()
@@ -358,7 +341,8 @@ def test_tampered_tokenizer_via_cli(tmp_path, capsys, monkeypatch, vocab_json, f
 @pytest.mark.parametrize("out_name", ["out.jsonl", "out.parquet"])
 def test_output_write_failure_is_one_line(tmp_path, out_name):
     """A full disk / file-size limit while writing OUT (RLIMIT_FSIZE: EFBIG):
-    exit 3 with one line, no traceback, no OUT and no temporary file."""
+    exit 4 (output could not be written) with one line, no traceback, no OUT
+    and no temporary file."""
     import resource
     import subprocess
     import sys
@@ -373,6 +357,6 @@ def test_output_write_failure_is_one_line(tmp_path, out_name):
         capture_output=True, text=True, env=_env(), timeout=300,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
     )
-    assert r.returncode == 3, r.stderr
+    assert r.returncode == 4, r.stderr
     assert f"cannot write {tmp_path / out_name}" in r.stderr and "Traceback" not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -126,14 +126,27 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
 ID_LIMIT = 1 << 20  # ids (BPE and added) the native core accepts
 
 
+def _not_json(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:24]} is out of range")
+    return value
+
+
 def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[str, np.ndarray]:
     """Parse tokenizer.json bytes into the arrays the native core needs.
 
     Any malformed field (a wrong type, a missing key, an id out of range) is a
     VocabFormatError naming the file, never a KeyError or TypeError."""
     try:
-        tok = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+        tok = json.loads(raw, parse_constant=_not_json, parse_float=_finite_float)
+    except RecursionError:
+        raise VocabFormatError(f"{where}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:
         raise VocabFormatError(f"{where}: not valid JSON ({str(exc)[:200]})") from None
     if not isinstance(tok, dict):
         raise VocabFormatError(f"{where}: top level must be a JSON object")
@@ -167,7 +180,11 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
             )
         if idx in ids or content in spellings:
             raise VocabFormatError(f"{where}: added_tokens[{i}] repeats an id or a spelling ({content[:40]!r})")
-        content.encode("utf-8")  # a lone surrogate is malformed (ValueError above)
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise VocabFormatError(f"{where}: added_tokens[{i}].content is not valid Unicode "
+                                   "(a lone surrogate)") from None
         ids.add(idx)
         spellings.add(content)
         atoms.append((content, idx, bool(t.get("special"))))

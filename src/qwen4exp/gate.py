@@ -26,10 +26,12 @@ import os
 from dataclasses import dataclass, field
 
 from . import _vocab_compile
+from ._files import NotRegularFileError, read_regular_file
 from .chat import render_chat, render_chat_into
 from .formats import chat_format, chat_formats
 from .markers import CONTROL_MARKERS, Marker
-from .errors import Qwen4ExpError
+from .errors import JsonError, Qwen4ExpError
+from .requests import loads_json
 from .segments import Kind, RenderedChat, Segment
 from .tokenizer import TokenBuffer, Tokenizer
 
@@ -121,9 +123,19 @@ def facts_of_json(raw: dict, where: str) -> Facts:
         for piece, i in vocab.items():
             if isinstance(i, int) and 0 <= i < len(vocab):
                 spellings[i] = bytes(alphabet.get(c, 0) for c in piece)
-        atoms = [(str(t["content"]), int(t["id"])) for t in added]
+        atoms = [(t["content"], t["id"]) for t in added]
     except (KeyError, TypeError, ValueError, AttributeError):
         raise GateInputError(f"{where}: not a tokenizer.json (model.vocab / added_tokens)") from None
+    for k, (content, i) in enumerate(atoms):
+        # the checks judge ids and spellings; an entry of the wrong type is no tokenizer.json
+        if not isinstance(content, str) or isinstance(i, bool) or not isinstance(i, int):
+            raise GateInputError(f"{where}: added_tokens[{k}] needs a string content and an int id, "
+                                 f"not {type(content).__name__} and {type(i).__name__}")
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise GateInputError(f"{where}: added_tokens[{k}].content is not valid Unicode "
+                                 "(a lone surrogate)") from None
     return Facts(spellings, sorted(atoms, key=lambda a: a[1]))
 
 
@@ -355,10 +367,15 @@ def gate_tokenizer_file(path: str, formats: tuple[str, ...] | None = None) -> Re
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
     try:
-        with open(path, "rb") as f:
-            raw = json.loads(f.read())
-    except (OSError, ValueError) as exc:
-        raise GateInputError(f"{path}: unreadable ({exc})") from None
+        raw = loads_json(read_regular_file(path))  # strict: no NaN, no Infinity, bounded nesting
+    except OSError as exc:
+        raise GateInputError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    except NotRegularFileError as exc:
+        raise GateInputError(str(exc)) from None
+    except JsonError as exc:
+        raise GateInputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise GateInputError(f"{path}: not a tokenizer.json (a JSON {type(raw).__name__}, not an object)")
     facts = facts_of_json(raw, path)
     try:
         tok = Tokenizer.from_file(path)

@@ -22,6 +22,7 @@ import numpy as np
 from . import _vocab_compile
 from ._encoder import NativeTokenizer
 from ._faults import InitFault
+from ._files import read_regular_file
 from .completion import CompletionParser
 from .decode_stream import DecodeStream, IdTables
 from .masks import EncodedChat, chat_masks
@@ -144,17 +145,19 @@ class Tokenizer:
         """Load a Qwen-family tokenizer.json, or a directory that holds one.
 
         The compiled form is cached under $QWEN4EXP_CACHE (default
-        ~/.cache/qwen4exp), keyed by the file's SHA-256.
+        ~/.cache/qwen4exp), keyed by the file's SHA-256. FileNotFoundError
+        when there is none, OSError when it cannot be read, Qwen4ExpError
+        when it is not a regular file (a FIFO, a device) or not a valid
+        Qwen-family tokenizer.json.
         """
         path = os.fspath(path)
         self = cls.__new__(cls)
         self._vocab_name = None
         if os.path.isdir(path):
             path = os.path.join(path, "tokenizer.json")
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise FileNotFoundError(f"no tokenizer.json at {path!r}")
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular_file(path)  # a FIFO or a device is refused, never read
         digest = hashlib.sha256(raw).hexdigest()
         cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(
             os.path.expanduser("~"), ".cache", "qwen4exp"

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ..errors import Qwen4ExpError
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
-from .sinks import Sink, check_paths, flatten, write_errors
+from .sinks import ErrorsFile, Sink, check_paths, flatten, write_errors
 from .sources import CHAT, TEXT, Failure, failure_of, format_of, open_source
 
 __all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
@@ -310,13 +310,24 @@ def cmd_batch(args, engine=None) -> int:
 
 def commit_run(stats: Stats, sink, progress, errors_option, errors_path, check) -> None:
     """The end of a good run: a last check() for a stop signal whose
-    exception was dropped (StopSignals), the errors file (when there are
-    failures or --errors was given), then OUT."""
+    exception was dropped (StopSignals), then the errors file (when there are
+    failures or --errors was given) and OUT. The errors file is written in
+    full before OUT is committed and renamed after it: a failure to write
+    either leaves neither."""
     check()
     progress.close()
+    errors = None
     if stats.failures or errors_option is not None:
-        write_errors(errors_path, stats.failures)
-    sink.commit()
+        errors = ErrorsFile(errors_path)
+        errors.write(stats.failures)
+    try:
+        sink.commit()
+    except BaseException:
+        if errors is not None:
+            errors.discard()
+        raise
+    if errors is not None:
+        errors.commit()
 
 
 def abandon_run(exc: BaseException, signals, progress, sink, engine, policy, errors_option) -> int:

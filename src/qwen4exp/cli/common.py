@@ -1,9 +1,14 @@
-"""What the `qwen4exp` commands share: exit codes, the errors the CLI reports
-and the tokenizer option. Importing it imports neither pyarrow nor tqdm.
+"""What the `qwen4exp` commands share: exit codes, the errors the CLI reports,
+reading input files and writing stdout, and the tokenizer option. Importing
+it imports neither pyarrow nor tqdm.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
+from .._files import NotRegularFileError, read_regular_file
 from ..errors import Qwen4ExpError
 from ..tokenizer import Tokenizer
 
@@ -11,6 +16,7 @@ EXIT_OK = 0
 EXIT_RECORDS_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_OUTPUT = 4  # the output could not be written: stdout (closed pipe, full disk, I/O error), OUT, the errors file
 EXIT_INTERRUPTED = 130
 
 
@@ -31,6 +37,55 @@ class UsageError(CliError):
 
 class InputError(CliError):
     code = EXIT_INPUT
+
+
+class OutputError(CliError):
+    code = EXIT_OUTPUT
+
+
+def write_stdout(data: str | bytes) -> None:
+    """Write to stdout; a failure (a closed pipe, a full disk, an I/O error) is an OutputError."""
+    try:
+        if isinstance(data, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+    except OSError as exc:
+        raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
+
+
+def flush_stdout() -> None:
+    """Flush stdout (buffered writes fail only here on a full disk); OutputError if it cannot."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after a failed write, so that the interpreter's
+    own flush at exit does not fail again and print a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def read_input(path: str, what: str = "") -> bytes:
+    """The bytes of an input file argument ("-": stdin). It must be a regular
+    file: a FIFO, a device, a socket or a directory is refused (InputError)
+    rather than blocked on or read forever; pipes come through stdin."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return read_regular_file(path)
+    except NotRegularFileError as exc:
+        raise InputError(f"{what}{exc}: give a file, or - to read a pipe on stdin") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}{path}: {exc.strerror or exc}") from None
 
 
 # How to get the optional dependencies (qwen4exp installs from a clone, not from PyPI).

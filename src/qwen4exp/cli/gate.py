@@ -1,6 +1,8 @@
 """`qwen4exp gate`: the command over the model-free checks of `qwen4exp.gate`.
 
-Exit codes: 0 all checks pass, 1 a check failed, 2 usage, 3 unreadable files.
+Exit codes: 0 all checks pass, 1 a check failed, 2 usage, 3 unreadable files
+(not a regular file, not strict JSON, not a tokenizer.json), 4 the report could
+not be written.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..errors import Qwen4ExpError
 from ..formats import chat_formats
 from ..gate import GateInputError, gate_tokenizer_file, run_gate
 from ..tokenizer import Tokenizer
-from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, FORMAT_VOCAB
+from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, FORMAT_VOCAB, write_stdout
 
 EXIT_FAILED = 1  # a check failed
 
@@ -58,5 +60,5 @@ def cmd_gate(args) -> int:
     except GateInputError as exc:
         print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    print(json.dumps(report.to_json(), indent=1) if args.json else report.format())
+    write_stdout((json.dumps(report.to_json(), indent=1) if args.json else report.format()) + "\n")
     return EXIT_OK if report.ok else EXIT_FAILED

@@ -15,6 +15,9 @@ Exit codes (the same for every command):
     2    usage error: bad arguments, unknown format, missing optional dependency
     3    input error: unreadable or malformed input file, a rejected request or record
          (batch --on-error stop: nothing is written)
+    4    output error: stdout, OUT or the errors file could not be written (a closed
+         pipe, a full disk, a file-size limit, an I/O error); batch leaves neither
+         file and no temporary file
     130  interrupted (Ctrl-C; batch leaves no output and no temporary file)
     128+N  batch stopped by signal N (129 SIGHUP, 131 SIGQUIT, 143 SIGTERM, ...):
          no output, no temporary file
@@ -24,8 +27,13 @@ it needs them; `import qwen4exp` never imports this module.
 
 This module holds the argument parsing, `main` and the small commands; the
 `batch` pipeline is in `batch` (its engines: `batch.LocalEngine` and
-`ray_engine`), what the commands share (exit codes, errors, the tokenizer
-option) in `common`, and chat requests are decoded by `qwen4exp.requests`.
+`ray_engine`), what the commands share (exit codes, errors, reading input
+files and writing stdout, the tokenizer option) in `common`, and chat
+requests are decoded by `qwen4exp.requests`.
+
+File arguments (FILE, --file, IN, --tokenizer) must be regular files: a FIFO,
+a device, a socket or a directory is refused with one line instead of being
+blocked on or read forever; a pipe comes in through `-` (stdin).
 """
 
 from __future__ import annotations
@@ -47,10 +55,15 @@ from .common import (
     RAY_EXTRA_HINT,
     CliError,
     InputError,
+    OutputError,
     UsageError,
     add_chat_format_argument,
     add_tokenizer_arguments,
+    flush_stdout,
+    read_input,
+    silence_stdout,
     tokenizer_of,
+    write_stdout,
 )
 
 EXIT_CODES_HELP = """\
@@ -59,7 +72,9 @@ exit codes:
   1    batch: some records failed and were skipped; gate: a check failed
   2    usage error (bad arguments, unknown format, missing optional dependency)
   3    input error (unreadable or malformed input, a rejected request or record)
+  4    output error (stdout, OUT or the errors file could not be written)
   130  interrupted (Ctrl-C); batch: 128+N when stopped by signal N
+File arguments must be regular files (a FIFO or a device is refused); pipe into -.
 `qwen4exp COMMAND --help` shows each command's own.
 """
 
@@ -68,6 +83,7 @@ _USAGE_INPUT_CODES = """\
   0    success
   2    usage error (bad arguments)
   3    input error: {input}
+  4    output error: stdout could not be written (closed pipe, full disk, I/O error)
   130  interrupted (Ctrl-C)"""
 COMMAND_EPILOGS = {
     "demo": """\
@@ -79,6 +95,7 @@ exit codes:
   0    success
   2    usage error (bad arguments)
   3    a check failed: caller text produced an atom id (never expected)
+  4    output error: stdout could not be written (closed pipe, full disk, I/O error)
   130  interrupted (Ctrl-C)""",
     "render": """\
 examples:
@@ -129,6 +146,8 @@ exit codes:
   2    usage error (bad arguments, unknown format, missing optional dependency)
   3    input error: unreadable or malformed input, a rejected record (with
        --on-error stop: nothing is written)
+  4    output error: OUT or the errors file could not be written (full disk,
+       file-size limit, I/O error): neither file and no temporary file is left
   130  interrupted (Ctrl-C): no output and no temporary file
   128+N  stopped by signal N (129 SIGHUP, 143 SIGTERM, ...): likewise""",
     "gate": """\
@@ -141,7 +160,9 @@ exit codes:
   0    every check passed
   1    a check failed (each failure names the check and the atom or case)
   2    usage error (bad arguments, unknown vocabulary)
-  3    unreadable tokenizer file
+  3    unreadable tokenizer file: not a regular file, not strict JSON, entries
+       of the wrong type (a well-formed file whose values are wrong fails a check: 1)
+  4    output error: the report could not be written
   130  interrupted (Ctrl-C)""",
 }
 
@@ -158,13 +179,7 @@ CHAT_INPUT_HELP = (
 
 
 def _read_bytes(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return read_input(path)
 
 
 def _decode_utf8(raw: bytes, where: str) -> str:
@@ -227,7 +242,7 @@ def example_path() -> str:
 
 
 def _write(text: str) -> None:
-    sys.stdout.write(text)
+    write_stdout(text)
 
 
 def _use_color(mode: str) -> bool:
@@ -472,10 +487,12 @@ def _parse_ids(text: str, where: str) -> list[int]:
         return ids
     out = []
     for tok in s.replace(",", " ").split():
-        try:
-            out.append(int(tok))
-        except ValueError:
-            raise InputError(f"{where}: {tok!r} is not an integer token id") from None
+        # ASCII digits only: int() also takes "1_000", "+5" and other scripts' digits ("١٢")
+        if not (tok.isascii() and tok.isdigit()):
+            raise InputError(f"{where}: {tok[:40]!r} is not a token id (ASCII digits 0-9)")
+        if len(tok.lstrip("0")) > 10:  # past any id (and int()'s digit limit)
+            raise InputError(f"{where}: token id {tok[:40]}{'...' if len(tok) > 40 else ''} is out of range")
+        out.append(int(tok))
     return out
 
 
@@ -497,8 +514,7 @@ def cmd_decode(args) -> int:
         raise InputError(str(exc)) from None
     end = b"" if args.no_newline else b"\n"
     if args.bytes:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data + end)
+        write_stdout(data + end)
     else:
         _write(data.decode("utf-8", errors="replace") + end.decode())
     return EXIT_OK
@@ -672,7 +688,12 @@ def build_parser() -> argparse.ArgumentParser:
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
         "by extension or --format. OUT is written to a temporary file beside it and\n"
         "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
-        "existing OUT is left as it was) and the temporary file is removed.\n\n"
+        "existing OUT is left as it was) and the temporary file is removed. OUT and the\n"
+        "errors file must be regular files, new files, or symbolic links to one (the file\n"
+        "linked to is replaced, the link stays): a FIFO, a device (/dev/null, /dev/stdout),\n"
+        "a socket or a directory is refused before any work (exit 2), since the rename\n"
+        "would replace it. If either cannot be written (full disk, file-size limit), exit\n"
+        "4 and neither is left.\n\n"
         "Records are processed in chunks: chats are rendered in Python, then chunks\n"
         "are encoded with encode_batch / encode_chats on --threads native threads.\n"
         "A bad record (invalid JSON, wrong type, rejected chat) is reported with its\n"
@@ -735,26 +756,31 @@ def _version() -> str:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error: argparse printed and exits
+        try:
+            flush_stdout()
+        except OutputError as error:
+            print(f"qwen4exp: error: {error}", file=sys.stderr)
+            silence_stdout()
+            return error.code
+        raise exc
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return args.func(args)
+        code = args.func(args)
+        flush_stdout()  # a full disk shows only here, when the buffered output goes out
+        return code
     except CliError as exc:
         print(f"qwen4exp {args.command}: error: {exc}", file=sys.stderr)
+        if isinstance(exc, OutputError):
+            silence_stdout()
         return exc.code
     except KeyboardInterrupt:
         print(f"qwen4exp {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
-        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

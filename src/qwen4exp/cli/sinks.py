@@ -1,41 +1,94 @@
 """Where `qwen4exp batch` results go: OUT (Parquet or JSONL) and the errors
 file, each written to a temporary file beside it and renamed into place only
-on success; the check that no written path aliases a path the run reads; and
-the columnar form (`flatten`) of one chunk's results.
+on success; the checks that each is (or will be) a regular file and that no
+written path aliases a path the run reads; and the columnar form (`flatten`)
+of one chunk's results.
+
+A written path that is a symbolic link is followed: the file it points to is
+replaced and the link stays. A path that is (or points to) anything but a
+regular file (a FIFO, a device such as /dev/null or /dev/stdout, a socket, a
+directory) is refused before any work (exit 2): the rename would replace the
+node itself with a regular file. A failure to write (a full disk, a file-size
+limit, an I/O error) is an OutputError (exit 4) and leaves neither file.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
-from .common import CliError, InputError, UsageError, need_module
+from .._files import kind_of
+from .common import InputError, OutputError, UsageError, need_module
 
-__all__ = ["Sink", "write_errors", "check_paths", "same_file", "flatten"]
+__all__ = ["Sink", "ErrorsFile", "write_errors", "check_paths", "same_file", "flatten", "output_target"]
+
+
+def output_target(name: str, path: str) -> str:
+    """The file `batch` writes for the path `path` given as `name` (OUT, the
+    errors file): `path` itself, or the file a symbolic link there points to.
+    UsageError (before any work) when that exists and is not a regular file,
+    or when its directory does not exist."""
+    try:
+        mode = os.stat(path).st_mode  # follows symbolic links
+    except FileNotFoundError:
+        mode = None  # not there yet (or a link to a file not there yet)
+    except OSError as exc:
+        raise UsageError(f"{name} {path}: {exc.strerror or exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        link = "a symbolic link to " if os.path.islink(path) else ""
+        raise UsageError(
+            f"{name} {path} is {link}a {kind_of(mode)}: batch writes a temporary file and renames it "
+            f"into place, which would replace it; name a regular file"
+        )
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
+    if not os.path.isdir(directory):
+        raise UsageError(f"{name}'s directory {directory} does not exist")
+    return target
+
+
+def _replace(tmp: str, target: str, name: str) -> None:
+    """Rename tmp over target, unless target became something other than a
+    regular file since the checks (then OutputError: nothing is replaced)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise OutputError(f"{name} {target} became a {kind_of(mode)} during the run: not replaced")
+    os.replace(tmp, target)
+
+
+def _temp_beside(target: str, name: str):
+    """(fd, path) of a new temporary file in target's directory, with the mode a new file gets."""
+    import tempfile
+
+    directory = os.path.dirname(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write {name} in {directory}: {exc.strerror or exc}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; the file gets the usual mode
+    except OSError:
+        pass
+    return fd, tmp
 
 
 class Sink:
-    """Writes to a temporary file beside OUT; `commit` renames it into place."""
+    """Writes to a temporary file beside OUT (or beside the file a link at OUT
+    points to); `commit` renames it into place."""
 
     def __init__(self, out: str, fmt: str):
-        import tempfile
-
         self.out = out
         self.fmt = fmt
-        directory = os.path.dirname(os.path.abspath(out))
-        if not os.path.isdir(directory):
-            raise UsageError(f"output directory {directory} does not exist")
-        try:
-            fd, self.tmp = tempfile.mkstemp(
-                dir=directory, prefix=f".{os.path.basename(out)}.", suffix=".tmp"
-            )
-        except OSError as exc:
-            raise UsageError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+        self.target = output_target("OUT", out)
+        fd, self.tmp = _temp_beside(self.target, "OUT")
         self.rows = 0
         self._writer = None
         try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; OUT gets the usual mode
             if fmt == "parquet":
                 os.close(fd)
                 pa = need_module("pyarrow")
@@ -55,7 +108,7 @@ class Sink:
         try:
             self._write(index, lengths, flat, offsets, ids_list)
         except OSError as exc:  # disk full, file too large, I/O error
-            raise CliError(f"cannot write {self.out}: {exc.strerror or exc}") from None
+            raise OutputError(f"cannot write {self.out}: {exc.strerror or exc}") from None
         self.rows += len(index)
 
     def _write(self, index, lengths, flat, offsets, ids_list) -> None:
@@ -81,7 +134,7 @@ class Sink:
         try:
             self._commit()
         except OSError as exc:
-            raise CliError(f"cannot write {self.out}: {exc.strerror or exc}") from None
+            raise OutputError(f"cannot write {self.out}: {exc.strerror or exc}") from None
 
     def _commit(self) -> None:
         if self.fmt == "parquet":
@@ -96,7 +149,7 @@ class Sink:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
-        os.replace(self.tmp, self.out)
+        _replace(self.tmp, self.target, "OUT")
         self.tmp = None
 
     def discard(self) -> None:
@@ -162,36 +215,52 @@ def check_paths(input_path: str, output: str, errors, tokenizer=None) -> None:
     if tokenizer:
         reads.append(("the --tokenizer file", tokenizer))
     for k, (wname, wpath) in enumerate(writes):
-        if os.path.isdir(wpath):
-            raise UsageError(f"{wname} {wpath} is a directory; name a file")
-        directory = os.path.dirname(os.path.abspath(wpath))
-        if not os.path.isdir(directory):
-            raise UsageError(f"{wname}'s directory {directory} does not exist")
+        output_target(wname, wpath)  # a regular file (or none yet) in a directory that exists
         for oname, opath in reads + writes[k + 1:]:
             if same_file(wpath, opath):
                 raise UsageError(f"{wname} {wpath} is {oname} ({opath}): refusing to write over it")
 
 
-def write_errors(path: str, failures) -> None:
-    """Write the errors file atomically (JSONL: line, index, error, message)."""
-    import tempfile
+class ErrorsFile:
+    """The errors file (JSONL: line, index, error, message), written to a
+    temporary file beside it by `write` and renamed into place by `commit`."""
 
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"cannot write the errors file {path}: {exc.strerror or exc}") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for fl in failures:
-                f.write(fl.json() + "\n")
-        os.replace(tmp, path)
-    except BaseException:
+    def __init__(self, path: str):
+        self.path = path
+        self.target = output_target("the errors file", path)
+        self.tmp = None
+
+    def write(self, failures) -> None:
+        fd, self.tmp = _temp_beside(self.target, "the errors file")
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                for fl in failures:
+                    f.write(fl.json() + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:  # disk full, file too large, I/O error
+            self.discard()
+            raise OutputError(f"cannot write the errors file {self.path}: {exc.strerror or exc}") from None
+
+    def commit(self) -> None:
+        try:
+            _replace(self.tmp, self.target, "the errors file")
+        except OSError as exc:
+            self.discard()
+            raise OutputError(f"cannot write the errors file {self.path}: {exc.strerror or exc}") from None
+        self.tmp = None
+
+    def discard(self) -> None:
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
+
+
+def write_errors(path: str, failures) -> None:
+    """Write the errors file atomically (see ErrorsFile)."""
+    errors = ErrorsFile(path)
+    errors.write(failures)
+    errors.commit()

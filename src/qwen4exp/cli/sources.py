@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 
+from .._files import kind_of
 from ..errors import RecordError
 from ..requests import failure_name, loads_json, request_from_json, strip_none
 from .common import InputError, UsageError, need_module
 
 __all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of",
-           "record_of_line", "records_of_batch", "iter_jsonl"]
+           "record_of_line", "records_of_batch", "iter_jsonl", "check_input_file"]
 
 PARQUET_EXT = (".parquet", ".pq", ".parq")
 JSONL_EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
@@ -268,6 +270,22 @@ def failure_of(exc: BaseException, index: int, line) -> Failure:
     return Failure(index, line, *failure_name(exc))
 
 
+def check_input_file(path: str) -> None:
+    """IN must be a regular file (or - for stdin): a FIFO, a device or a
+    socket is refused (InputError) instead of blocked on or read forever."""
+    if path == "-":
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path} is a directory: name a file (a directory of Parquet shards needs --engine ray)")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path} is a {kind_of(mode)}, not a regular file: give a file, or - to read a pipe on stdin")
+
+
 def open_source(path: str, fmt: str):
     """The source reading `path` in format `fmt` ("jsonl" or "parquet")."""
+    check_input_file(path)
     return ParquetSource(path) if fmt == "parquet" else JsonlSource(path)
