@@ -5,7 +5,7 @@
 # cache (pyx/_piece_cache.pxd), which the encode loop probes itself.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from qwen4exp._piece_cache cimport PieceCache
-from qwen4exp._char_atoms cimport CharAtoms
+from qwen4exp._char_starts cimport CharStarts
 
 cdef enum:
     SHORT_PIECE = 96        # below this length the array method beats the heap (< 2**POS_BITS)
@@ -43,9 +43,9 @@ cdef struct BpeModel:
     Py_ssize_t whole_max    # longest token, in bytes
     const uint8_t *tok_bytes    # the token spellings (owned by the caller)
     const int64_t *tok_offsets
-    # Multibyte characters that start merging as one token (pyx/_char_atoms.pxd);
+    # Multibyte characters that start merging as one token (pyx/_char_starts.pxd);
     # table NULL when off.
-    CharAtoms atoms
+    CharStarts starts
 
 
 cdef union MergeQueue:
@@ -59,7 +59,7 @@ cdef struct Worker:
     const PieceCache *seed  # the tokenizer's seed, shared (NULL: no caching); workers add only through publish_short
     PieceCache cache        # what this worker learned; all NULL when the tokenizer caches nothing
     int32_t short_rank[SHORT_PIECE]  # array method: each pair's rank << POS_BITS | position
-    int32_t top_rank        # array method: the highest rank it merged (char atoms' init)
+    int32_t top_rank        # array method: the highest rank it merged (char starts' init)
     int32_t *sym            # symbol ids of the piece being merged
     int32_t *prev           # linked methods: previous live symbol, -1 at the start
     int32_t *nxt            # linked methods: next live symbol, -1 at the end
@@ -73,7 +73,7 @@ cdef int bpe_model_init(BpeModel *m, const int32_t *merges, Py_ssize_t n_merges,
                         const int32_t *byte_ids) noexcept nogil
 cdef int bpe_model_ignore_merges(BpeModel *m, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                                  Py_ssize_t n_vocab) noexcept nogil
-cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
+cdef int bpe_model_char_starts(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
                               const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil
 cdef void bpe_model_free(BpeModel *m) noexcept nogil
 cdef int worker_init(Worker *w, const PieceCache *seed, Py_ssize_t learn) noexcept nogil

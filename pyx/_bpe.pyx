@@ -14,8 +14,8 @@ min-heap of (rank, position) (O(n log n)). So one 200,000-byte word stays
 linear.
 
 Merging starts from one symbol per byte, except that a multibyte character
-starts as its own token where that provably changes nothing (char atoms,
-pyx/_char_atoms.pyx): fewer symbols, fewer merges and rank lookups.
+starts as its own token where that provably changes nothing (char starts,
+pyx/_char_starts.pyx): fewer symbols, fewer merges and rank lookups.
 
 The encode loop (pyx/_encoder.pyx) answers most pieces from the worker's
 piece cache (pyx/_piece_cache.pxd) and merges the others with
@@ -27,7 +27,7 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
 from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
                                     hash_bytes)
-from qwen4exp._char_atoms cimport CharAtoms, char_atoms_init, char_atoms_free, atoms_start
+from qwen4exp._char_starts cimport CharStarts, char_starts_init, char_starts_free, first_symbols
 from qwen4exp._faults cimport RC_NO_MEMORY, RC_TOO_LARGE
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
@@ -212,7 +212,7 @@ cdef struct MergeCtx:
 cdef Py_ssize_t merge_plain(void *ctx, const uint8_t *p, Py_ssize_t n, int32_t *dst,
                             int32_t *top) noexcept nogil:
     """Byte-level BPE of a short p[0:n] (< SHORT_PIECE), bypassing
-    ignore_merges and char atoms; top: the highest rank merged."""
+    ignore_merges and char starts; top: the highest rank merged."""
     cdef MergeCtx *c = <MergeCtx *> ctx
     cdef Py_ssize_t j, k
     if n >= SHORT_PIECE or reserve_scratch(c.w, n) < 0:
@@ -225,11 +225,11 @@ cdef Py_ssize_t merge_plain(void *ctx, const uint8_t *p, Py_ssize_t n, int32_t *
     return k
 
 
-cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
+cdef int bpe_model_char_starts(BpeModel *m, const int32_t *merges, const uint8_t *tok_bytes,
                               const int64_t *tok_offsets, Py_ssize_t n_vocab) noexcept nogil:
-    """Turn on char atoms (pyx/_char_atoms.pyx) for the n_vocab tokens (merges:
+    """Turn on char starts (pyx/_char_starts.pyx) for the n_vocab tokens (merges:
     as given to bpe_model_init). 0, or -1 if allocation fails."""
-    cdef CharAtoms built
+    cdef CharStarts built
     cdef Worker tmp
     cdef MergeCtx ctx
     cdef int32_t *first_use = first_uses(merges, m.n_merges, tok_bytes, tok_offsets, n_vocab)
@@ -239,11 +239,11 @@ cdef int bpe_model_char_atoms(BpeModel *m, const int32_t *merges, const uint8_t 
     if worker_init(&tmp, NULL, 0) == 0:
         ctx.m = m
         ctx.w = &tmp
-        rc = char_atoms_init(&built, tok_bytes, tok_offsets, n_vocab, first_use, merge_plain, &ctx)
+        rc = char_starts_init(&built, tok_bytes, tok_offsets, n_vocab, first_use, merge_plain, &ctx)
         worker_free(&tmp)
     q4_free(first_use)
     if rc == 0:
-        m.atoms = built  # only now: merge_plain ran without them
+        m.starts = built  # only now: merge_plain ran without them
     return rc
 
 
@@ -282,7 +282,7 @@ cdef void bpe_model_free(BpeModel *m) noexcept nogil:
     q4_free(m.grid)
     q4_free_huge(m.filter, <size_t> (1 << FILTER_BITS) // 8)
     q4_free(m.whole)
-    char_atoms_free(&m.atoms)
+    char_starts_free(&m.starts)
     m.slots = NULL
     m.merge_new = NULL
     m.grid = NULL
@@ -392,7 +392,7 @@ cdef Py_ssize_t merge_short(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept
             break
         pos = best & ((1 << POS_BITS) - 1)
         r = best >> POS_BITS
-        top = r if r > top else top  # for the char atoms' check (_char_atoms)
+        top = r if r > top else top  # for the char starts' check (_char_starts)
         right = nxt[pos]
         sym[pos] = merged_id(m, r)
         entry[right] = INT32_MAX  # the right symbol is gone, and its pair with it
@@ -665,8 +665,8 @@ cdef Py_ssize_t merge_piece(const BpeModel *m, Worker *w, const uint8_t *p, Py_s
             return 1
     if reserve_scratch(w, n) < 0:
         return -1
-    if m.atoms.table != NULL:
-        k = atoms_start(&m.atoms, m.byte_ids, p, n, w.sym)
+    if m.starts.table != NULL:
+        k = first_symbols(&m.starts, m.byte_ids, p, n, w.sym)
     else:
         for j in range(n):
             w.sym[j] = m.byte_ids[p[j]]

@@ -19,13 +19,16 @@ cdef class NativeTokenizer:
     cdef const uint8_t *token_bytes
     cdef const int64_t *token_offsets
     cdef readonly Py_ssize_t n_vocab
-    cdef readonly Py_ssize_t cache_words
+    cdef readonly Py_ssize_t cache_size  # pieces per worker cache (Tokenizer(cache_size=))
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
     cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
-    cdef PieceCache seed       # shared by every worker, asked after its own cache; workers add only through publish_short (empty when cache_words is 0)
-    cdef readonly Py_ssize_t seed_words
-    cdef Py_ssize_t seed_room     # short pieces workers could add to the seed at first
+    # The shared cache (pyx/_seed.pyx builds it, prefilled with the token
+    # spellings): every worker asks it after its own cache and adds to it only
+    # through publish_short; empty when cache_size is 0.
+    cdef PieceCache shared_cache
+    cdef readonly Py_ssize_t shared_cache_words
+    cdef Py_ssize_t shared_room   # short pieces workers could add to the shared cache at first
     cdef Worker **pool
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into

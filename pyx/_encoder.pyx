@@ -29,11 +29,11 @@ from qwen4exp._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, 
                                   free_streams, run_streams)
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
-                            bpe_model_char_atoms, worker_init, worker_flush, worker_free, bpe_merge)
+                            bpe_model_char_starts, worker_init, worker_flush, worker_free, bpe_merge)
 from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, q4_pc_prefetch
 from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
 from qwen4exp._seed cimport build_seed
-from qwen4exp._char_atoms cimport char_atoms_describe, start_symbols
+from qwen4exp._char_starts cimport char_starts_describe, start_symbols
 from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
 from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL, RC_TOO_LARGE, RC_NO_BYTE_TOKEN
 from qwen4exp._faults import InitFault
@@ -81,17 +81,17 @@ cdef class NativeTokenizer:
     def __cinit__(self):
         memset(&self.model, 0, sizeof(BpeModel))
         memset(&self.atoms, 0, sizeof(AtomTable))
-        memset(&self.seed, 0, sizeof(PieceCache))
+        memset(&self.shared_cache, 0, sizeof(PieceCache))
         self.pool = NULL
         self.pool_len = 0
 
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
-                 Py_ssize_t cache_words=65536, *, bint marks=False, bint ignore_merges=False,
+                 Py_ssize_t cache_size=65536, *, bint marks=False, bint ignore_merges=False,
                  int encode_threads=0,
                  self_encoding=None):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
         self_encoding: None, or uint8 per token, 1 where merging the token's own
-        bytes gives that token (the compiled vocabulary's flags): the seed then
+        bytes gives that token (the compiled vocabulary's flags): the shared cache then
         takes those tokens as they are instead of merging each one."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
@@ -108,9 +108,9 @@ cdef class NativeTokenizer:
             if flags.shape[0] != to.shape[0] - 1:
                 raise ValueError("self_encoding must hold one flag per token")
             flag_ptr = &flags[0]
-        if not 0 <= cache_words <= (1 << 30):
-            raise ValueError("cache_words must be from 0 to 2**30")
-        self.cache_words = cache_words
+        if not 0 <= cache_size <= (1 << 30):
+            raise ValueError("cache_size must be from 0 to 2**30")
+        self.cache_size = cache_size
         self.encode_threads = encode_threads if encode_threads > 0 else _CPUS
         self.letters = (Q4_L | Q4_M) if marks else Q4_L
         self.n_vocab = to.shape[0] - 1
@@ -134,12 +134,12 @@ cdef class NativeTokenizer:
             if i == 0 and ignore_merges:
                 i = bpe_model_ignore_merges(&self.model, &tb[0], &to[0], self.n_vocab)
             if i == 0:
-                i = bpe_model_char_atoms(&self.model, &mg[0, 0] if mg.shape[0] else NULL, &tb[0], &to[0],
+                i = bpe_model_char_starts(&self.model, &mg[0, 0] if mg.shape[0] else NULL, &tb[0], &to[0],
                                          self.n_vocab)
-            if i == 0 and j == 0 and cache_words > 0:
-                i = build_seed(&self.seed, &self.model, &tb[0], &to[0], self.n_vocab, self.letters, flag_ptr)
-                self.seed_words = self.seed.short_count + self.seed.long_count
-                self.seed_room = self.seed.publish_room
+            if i == 0 and j == 0 and cache_size > 0:
+                i = build_seed(&self.shared_cache, &self.model, &tb[0], &to[0], self.n_vocab, self.letters, flag_ptr)
+                self.shared_cache_words = self.shared_cache.short_count + self.shared_cache.long_count
+                self.shared_room = self.shared_cache.publish_room
         if i == RC_TOO_LARGE:
             raise InitFault(RC_TOO_LARGE, 0)
         if i != RC_OK or j != RC_OK:
@@ -157,14 +157,14 @@ cdef class NativeTokenizer:
             q4_free(self.pool)
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
-        cache_free(&self.seed)
+        cache_free(&self.shared_cache)
 
-    def char_atoms(self, bytes piece=None):
-        """For tests (pyx/_char_atoms.pyx): the atom table and fragment rules,
+    def char_starts(self, bytes piece=None):
+        """For tests (pyx/_char_starts.pyx): the start table and fragment rules,
         None when off; with piece, the symbols its merging starts from."""
         if piece is None:
-            return char_atoms_describe(&self.model.atoms)
-        return start_symbols(&self.model.atoms, self.model.byte_ids, piece)
+            return char_starts_describe(&self.model.starts)
+        return start_symbols(&self.model.starts, self.model.byte_ids, piece)
 
     # -- worker pool ------------------------------------------------------------
     # Only ever touched with the GIL held and without calling back into Python
@@ -185,7 +185,7 @@ cdef class NativeTokenizer:
         w = <Worker *> q4_malloc(sizeof(Worker))
         if w == NULL:
             return NULL
-        if worker_init(w, &self.seed if self.cache_words > 0 else NULL, self.cache_words) < 0:
+        if worker_init(w, &self.shared_cache if self.cache_size > 0 else NULL, self.cache_size) < 0:
             q4_free(w)
             return NULL
         return w
@@ -200,10 +200,10 @@ cdef class NativeTokenizer:
             worker_free(w)
             q4_free(w)
 
-    def seed_published(self):
-        """Test hook: (short pieces workers have added to the seed, how many
-        they could add at first)."""
-        return min(self.seed_room, self.seed_room - self.seed.publish_room), self.seed_room
+    def shared_cache_published(self):
+        """Test hook: (short pieces workers have added to the shared cache, how
+        many they could add at first)."""
+        return min(self.shared_room, self.shared_room - self.shared_cache.publish_room), self.shared_room
 
     def flush_cache(self):
         """Empty the cache of every idle worker."""
@@ -218,7 +218,7 @@ cdef class NativeTokenizer:
         key each piece and locate its cache slot (hash_chunk), then encode the
         pieces. Each piece's slot is requested AHEAD pieces before its turn
         and looked at LEAD pieces before (look_home), which requests the
-        seed's slot only when the worker's line does not hold the piece; the
+        shared cache's slot only when the worker's line does not hold the piece; the
         turn of a piece found there is a copy of its ids. The others take
         encode_slow."""
         cdef Py_ssize_t ends[CHUNK]

@@ -12,7 +12,7 @@ import pytest
 
 import qwen4exp
 from _both_vocabularies import hf_plain, vocab  # noqa: F401  (fixtures: both vocabularies)
-from test_seed_sharing import novel_words
+from test_shared_cache import novel_words
 
 
 def _hf(hf_plain, text):  # noqa: F811

@@ -222,7 +222,7 @@ class Tokenizer:
                 arrays["atom_bytes"],
                 arrays["atom_offsets"],
                 arrays["atom_ids"],
-                cache_words=cache_size,
+                cache_size=cache_size,
                 marks=bool(arrays["marks"][0]),
                 ignore_merges=bool(arrays["ignore_merges"][0]),
                 self_encoding=arrays.get("self_encoding"),

@@ -1,9 +1,9 @@
-"""Char atoms (pyx/_char_atoms.pyx): merging that starts from whole characters
+"""Char starts (pyx/_char_starts.pyx): merging that starts from whole characters
 must give Hugging Face's ids exactly.
 
 Tokenizers here have no piece cache (cache_size=0), so every piece is merged.
 The table and rules the native code builds are compared with an independent
-computation from the tokenizer.json (tests/_char_atoms_reference.py), and
+computation from the tokenizer.json (tests/_char_starts_reference.py), and
 every 2- and 3-byte character is encoded, against HF `tokenizers`, in plain
 contexts and next to every fragment token that could cross its boundary.
 """
@@ -16,7 +16,7 @@ import pytest
 
 import corpora
 import qwen4exp
-from _char_atoms_reference import atoms, fragment_rules, spellings
+from _char_starts_reference import fragment_rules, start_chars, spellings
 from _hf_reference import TOKENIZER_JSON, byte_decoder
 
 BMP_CHARS = [chr(cp) for cp in range(0x80, 0x10000) if not 0xD800 <= cp <= 0xDFFF]
@@ -56,11 +56,11 @@ def assert_same(tok, hf, texts):
 
 def test_table_and_rules_match_reference(vocab):
     name, tok, _, path = vocab
-    native = tok._native.char_atoms()
-    assert native is not None, f"char atoms are off for {name}"
-    expected = atoms(path)
+    native = tok._native.char_starts()
+    assert native is not None, f"char starts are off for {name}"
+    expected = start_chars(path)
     assert len(expected) > 5000
-    assert native["atoms"] == expected
+    assert native["starts"] == expected
     assert (native["prefix"], native["suffix"]) == fragment_rules(path)
 
 
@@ -115,35 +115,35 @@ def _neighbours(cp: int, path: str, completions) -> tuple[list[str], list[str]]:
     return [t for t in lefts if t], [t for t in rights if t]
 
 
-def _atoms_by_block(path: str) -> dict[int, list[str]]:
-    """The atoms grouped by 128-code-point block."""
+def _starts_by_block(path: str) -> dict[int, list[str]]:
+    """The start characters grouped by 128-code-point block."""
     by_block: dict[int, list[str]] = {}
-    for cp in atoms(path):
+    for cp in start_chars(path):
         by_block.setdefault(cp >> 7, []).append(chr(cp))
     return by_block
 
 
 def test_next_to_fragment_tokens(vocab):
-    """Every atom next to every fragment token's other part that could cross
+    """Every start character next to every fragment token's other part that could cross
     its boundary: X + c and c + Y."""
     _, tok, hf, path = vocab
     completions = _completions()
     texts = []
-    for cp in atoms(path):
+    for cp in start_chars(path):
         lefts, rights = _neighbours(cp, path, completions)
         texts += [x + chr(cp) for x in lefts] + [chr(cp) + y for y in rights]
     assert len(texts) > 10_000
     assert_same(tok, hf, texts)
 
 
-def test_atoms_shorten_pieces(vocab):
+def test_starts_shorten_pieces(vocab):
     """Pieces start as fewer symbols than bytes, each a whole character's
     token (as HF numbers it) or a byte, spelling the piece exactly."""
     _, tok, hf, path = vocab
     spell = spellings(path)
     enc = {b: ch for ch, b in byte_decoder().items()}
     piece = "中文字的".encode()
-    start = tok._native.char_atoms(piece)
+    start = tok._native.char_starts(piece)
     assert start == [hf.token_to_id("".join(enc[b] for b in c.encode())) for c in "中文字的"]
     assert len(start) == 4 < len(piece)
     dec = byte_decoder()
@@ -151,7 +151,7 @@ def test_atoms_shorten_pieces(vocab):
     for doc in corpora.multilingual_documents()[:200]:
         for mapped, _ in hf.pre_tokenizer.pre_tokenize_str(hf.normalizer.normalize_str(doc)):
             b = bytes(dec[ch] for ch in mapped)
-            start = tok._native.char_atoms(b)
+            start = tok._native.char_starts(b)
             assert b"".join(spell[i] for i in start) == b
             total_bytes += len(b)
             total_symbols += len(start)
@@ -160,26 +160,26 @@ def test_atoms_shorten_pieces(vocab):
 
 def test_between_fragment_tokens_and_in_runs(vocab):
     """Both neighbours at once (X + c + Y for every pair of c's rules), and
-    runs of 2 to 6 atoms of one block, the shapes of real CJK and Cyrillic words."""
+    runs of 2 to 6 start characters of one block, the shapes of real CJK and Cyrillic words."""
     _, tok, hf, path = vocab
     completions = _completions()
     texts = []
-    for cp in atoms(path):
+    for cp in start_chars(path):
         lefts, rights = _neighbours(cp, path, completions)
         texts += [x + chr(cp) + y for x in lefts for y in rights]
     rnd = random.Random(20261130)
-    for chars in _atoms_by_block(path).values():
+    for chars in _starts_by_block(path).values():
         texts += ["".join(rnd.choice(chars) for _ in range(rnd.randint(2, 6))) for _ in range(200)]
         texts += [" " + "".join(rnd.choice(chars) for _ in range(rnd.randint(2, 6))) for _ in range(200)]
     assert_same(tok, hf, texts)
 
 
 @pytest.mark.slow
-def test_every_pair_of_atoms_in_a_block(vocab):
-    """Every ordered pair of atoms of one 128-code-point block, alone and
+def test_every_pair_of_start_characters_in_a_block(vocab):
+    """Every ordered pair of start characters of one 128-code-point block, alone and
     after a space (about a million texts per context)."""
     _, tok, hf, path = vocab
-    pairs = [a + b for chars in _atoms_by_block(path).values() for a in chars for b in chars]
+    pairs = [a + b for chars in _starts_by_block(path).values() for a in chars for b in chars]
     for lo in range(0, len(pairs), 1 << 17):
         assert_same(tok, hf, pairs[lo : lo + (1 << 17)])
         assert_same(tok, hf, [" " + t for t in pairs[lo : lo + (1 << 17)]])

@@ -1,7 +1,7 @@
-"""Workers share what they merge through the seed (docs/ARCHITECTURE.md,
-"Sharing merges through the seed"): a short piece one worker merged is added
-to the tokenizer's seed, where every other worker finds it. The seed is read
-by all threads while they add to it, so these tests check exactness under
+"""Workers share what they merge through the shared cache (docs/ARCHITECTURE.md,
+"Sharing merges through the shared cache"): a short piece one worker merged is
+added to the tokenizer's shared cache, where every other worker finds it. The
+shared cache is read by all threads while they add to it, so these tests check exactness under
 that concurrency, that the additions are really used, and that they stop at
 their bound."""
 
@@ -40,31 +40,31 @@ def encode_at_once(tok, texts: list[str]) -> list[list[int]]:
     return results
 
 
-def test_merged_pieces_reach_the_seed_and_are_used(vocab, hf_plain):  # noqa: F811
-    """After a text of new words, the seed holds them: once the workers' own
-    caches are emptied, the same text again publishes nothing new (the seed
+def test_merged_pieces_reach_the_shared_cache_and_are_used(vocab, hf_plain):  # noqa: F811
+    """After a text of new words, the shared cache holds them: once the workers' own
+    caches are emptied, the same text again publishes nothing new (the shared cache
     answers every word) and gives the same, exact ids."""
     tok = qwen4exp.Tokenizer(vocab)
     text = " ".join(novel_words(3000, 1))
     first = tok.encode(text)
     assert first == hf_plain.encode(text, add_special_tokens=False).ids
-    published, room = tok._native.seed_published()
+    published, room = tok._native.shared_cache_published()
     assert 0 < published <= room
     tok.flush_cache()
     assert tok.encode(text) == first
-    assert tok._native.seed_published()[0] == published
+    assert tok._native.shared_cache_published()[0] == published
 
 
 def test_publishing_stops_at_its_bound(hf_plain, vocab):  # noqa: F811
-    """More new words than the seed has room for: additions stop at the room
-    (the seed stays at most half full) and every id stays exact."""
+    """More new words than the shared cache has room for: additions stop at the room
+    (the shared cache stays at most half full) and every id stays exact."""
     tok = qwen4exp.Tokenizer(vocab)
-    room = tok._native.seed_published()[1]
+    room = tok._native.shared_cache_published()[1]
     words = novel_words(room + 20000, 2)
     text = " ".join(words)
     got = tok.encode(text)
-    assert tok._native.seed_published() == (room, room)
-    sample = " ".join(words[-3000:])  # words seen after the seed was full
+    assert tok._native.shared_cache_published() == (room, room)
+    sample = " ".join(words[-3000:])  # words seen after the shared cache was full
     assert tok.encode(sample) == hf_plain.encode(sample, add_special_tokens=False).ids
     head = " ".join(words[:2000])
     assert got[: len(tok.encode(head))] == hf_plain.encode(head, add_special_tokens=False).ids
@@ -73,7 +73,7 @@ def test_publishing_stops_at_its_bound(hf_plain, vocab):  # noqa: F811
 def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
     """Six threads (each text also split across the crew) encode the same new
     words in different orders at the same time, so that they race to add
-    them to the same seed slots and read slots being added: every result is
+    them to the same shared-cache slots and read slots being added: every result is
     exact, on every round."""
     tok = qwen4exp.Tokenizer(vocab, encode_threads=2)
     for round_ in range(3):
@@ -94,8 +94,8 @@ ROUNDS_OF_SAME_WORDS = 40  # the bug it guards against showed in ~1 result of 15
 def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain):  # noqa: F811
     """Two threads encode the same new words in the same order on a fresh
     tokenizer with a tiny worker cache, so that both miss each word at the
-    same moment and one adds it to the seed while the other is looking. A
-    reader used to look at a free seed slot's key a second time after its
+    same moment and one adds it to the shared cache while the other is looking. A
+    reader used to look at a free shared-cache slot's key a second time after its
     probe: when the other thread claimed that slot in between, it took the
     half-written slot for a hit and dropped or misread the piece's ids (in
     about one result of fifteen on Qwen3). A fixed number of rounds (about
@@ -109,11 +109,11 @@ def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain): 
 
 @pytest.mark.parametrize("cache_size", [0, 64])
 def test_small_or_no_caches(cache_size, vocab, hf_plain):  # noqa: F811
-    """Without a seed (cache_size=0) nothing is published; with a tiny worker
-    cache, emptied again and again, the seed keeps answering exactly."""
+    """Without a shared cache (cache_size=0) nothing is published; with a tiny worker
+    cache, emptied again and again, the shared cache keeps answering exactly."""
     tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
     text = " ".join(novel_words(2000, 3))
     assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
-    published = tok._native.seed_published()[0]
+    published = tok._native.shared_cache_published()[0]
     assert (published == 0) if cache_size == 0 else (published > 0)
     assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids

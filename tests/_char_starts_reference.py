@@ -1,8 +1,8 @@
-"""The reference for char atoms (pyx/_char_atoms.pyx), read from a tokenizer.json.
+"""The reference for char starts (pyx/_char_starts.pyx), read from a tokenizer.json.
 
 Nothing here imports qwen4exp. For a vocabulary it gives
 
-* `atoms(path)`: {code point: token id} for every 2- or 3-byte character c
+* `start_chars(path)`: {code point: token id} for every 2- or 3-byte character c
   whose bytes are a token T_c that Hugging Face's BPE model (merges applied,
   ignore_merges off) makes from c's bytes alone, and where every merge taking
   T_c as an operand ranks above every merge used to make it (the ranks used
@@ -72,7 +72,7 @@ def _tiny_bpe(ids: list[int], rank: dict, new_id: dict) -> tuple[list[int], int]
 
 
 @lru_cache(maxsize=None)
-def atoms(path: str = TOKENIZER_JSON) -> dict[int, int]:
+def start_chars(path: str = TOKENIZER_JSON) -> dict[int, int]:
     from tokenizers.models import BPE
 
     vocab = tokenizer_json(path)["model"]["vocab"]

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Char atoms: start byte-level BPE from whole characters where that is exact.
+"""Char starts: start byte-level BPE from whole characters where that is exact.
 
 Merging a piece normally starts from one symbol per byte; a 2- or 3-byte
 UTF-8 character c (4-byte ones are left as bytes) may instead start as the
@@ -30,7 +30,7 @@ merges was pending, so it ranks at most the highest of those, and by 2 below
 any pair with T_c as an operand: the run that starts from T_c picks exactly
 the same outside merges in the same order. Once T_c forms (byte run) the two
 runs hold the same symbols, and stay equal. Rule 3 is about bytes, whatever
-other characters start as, so atoms can be introduced
+other characters start as, so starts can be introduced
 one at a time: the result equals plain byte-level BPE.
 
 The table is indexed by code point (256 KiB of int32: token id and four flags
@@ -73,7 +73,7 @@ cdef int right_key(const uint8_t *s, Py_ssize_t n, Py_ssize_t q) noexcept nogil:
     return KEY_Q2 + (((s[0] & 0x3F) << 6) | (s[1] & 0x3F))
 
 
-cdef int32_t atom_code_point(const uint8_t *s, Py_ssize_t n) noexcept nogil:
+cdef int32_t start_code_point(const uint8_t *s, Py_ssize_t n) noexcept nogil:
     """The code point if s[0:n] is exactly one well-formed 2- or 3-byte
     character (no surrogate), else -1."""
     cdef int32_t cp
@@ -86,10 +86,10 @@ cdef int32_t atom_code_point(const uint8_t *s, Py_ssize_t n) noexcept nogil:
     return -1
 
 
-cdef int char_atoms_init(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+cdef int char_starts_init(CharStarts *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                          Py_ssize_t n_vocab, const int32_t *first_use, MergeBytes merge,
                          void *ctx) noexcept nogil:
-    """Build the atom table and the fragment rules. first_use[t]: the lowest
+    """Build the start table and the fragment rules. first_use[t]: the lowest
     rank of a merge with token t as an operand (INT32_MAX if none); merge:
     pure byte-level BPE. 0, or -1 if allocation or merging fails (a is then
     empty)."""
@@ -99,30 +99,30 @@ cdef int char_atoms_init(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *
     cdef int32_t got[3]
     cdef int key
     cdef const uint8_t *s
-    memset(a, 0, sizeof(CharAtoms))
+    memset(a, 0, sizeof(CharStarts))
     a.table = <int32_t *> q4_malloc(BMP * sizeof(int32_t))
     a.slot_of = <int16_t *> q4_malloc(N_KEYS * sizeof(int16_t))
     count = <int32_t *> q4_malloc(N_KEYS * sizeof(int32_t))
     if a.table == NULL or a.slot_of == NULL or count == NULL:
         q4_free(count)
-        char_atoms_free(a)
+        char_starts_free(a)
         return -1
     memset(a.table, 0xFF, BMP * sizeof(int32_t))
     memset(count, 0, N_KEYS * sizeof(int32_t))
-    # Pass 1: atoms (condition 1), and how many rules each key has.
+    # Pass 1: start characters (condition 1), and how many rules each key has.
     for t in range(n_vocab):
         s = tok_bytes + tok_offsets[t]
         n = tok_offsets[t + 1] - tok_offsets[t]
-        cp = atom_code_point(s, n)
+        cp = start_code_point(s, n)
         if cp >= 0:
             r = <int32_t> merge(ctx, s, n, got, &top)
             if r < 0:
                 q4_free(count)
-                char_atoms_free(a)
+                char_starts_free(a)
                 return -1
-            if r == 1 and got[0] == t and t <= ATOM_ID_MASK and top < first_use[t]:  # conditions 1 and 2
+            if r == 1 and got[0] == t and t <= START_ID_MASK and top < first_use[t]:  # conditions 1 and 2
                 a.table[cp] = <int32_t> t
-                a.n_atoms += 1
+                a.n_starts += 1
         key = left_key(s, n, &split)
         if key >= 0:
             count[key] += 1
@@ -134,14 +134,14 @@ cdef int char_atoms_init(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *
                 blob_len += n - q
     if fill_rules(a, tok_bytes, tok_offsets, n_vocab, count, blob_len) < 0:
         q4_free(count)
-        char_atoms_free(a)
+        char_starts_free(a)
         return -1
     q4_free(count)
     set_flags(a)
     return 0
 
 
-cdef int fill_rules(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+cdef int fill_rules(CharStarts *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                     Py_ssize_t n_vocab, int32_t *count, Py_ssize_t blob_len) noexcept nogil:
     """Pass 2: lay the rules out by slot (count: rules per key, reused as
     each slot's fill position). 0 or -1."""
@@ -188,7 +188,7 @@ cdef int fill_rules(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *tok_o
     return 0
 
 
-cdef inline void add_rule(CharAtoms *a, int32_t *fill, int key, const uint8_t *x, Py_ssize_t n,
+cdef inline void add_rule(CharStarts *a, int32_t *fill, int key, const uint8_t *x, Py_ssize_t n,
                           uint8_t neighbour, Py_ssize_t *used) noexcept nogil:
     cdef int slot = a.slot_of[key]
     cdef int32_t r = fill[key]
@@ -200,8 +200,8 @@ cdef inline void add_rule(CharAtoms *a, int32_t *fill, int key, const uint8_t *x
     a.bits[4 * slot + (neighbour >> 6)] |= 1ULL << (neighbour & 63)
 
 
-cdef void set_flags(CharAtoms *a) noexcept nogil:
-    """Mark each atom with the keys (P1, P2, Q1, Q2) that have rules."""
+cdef void set_flags(CharStarts *a) noexcept nogil:
+    """Mark each start character with the keys (P1, P2, Q1, Q2) that have rules."""
     cdef int32_t cp, e
     cdef uint8_t c1, c2, c3
     for cp in range(0x80, BMP):
@@ -230,7 +230,7 @@ cdef void set_flags(CharAtoms *a) noexcept nogil:
         a.table[cp] = e
 
 
-cdef void char_atoms_free(CharAtoms *a) noexcept nogil:
+cdef void char_starts_free(CharStarts *a) noexcept nogil:
     q4_free(a.table)
     q4_free(a.slot_of)
     q4_free(a.bits)
@@ -238,10 +238,10 @@ cdef void char_atoms_free(CharAtoms *a) noexcept nogil:
     q4_free(a.rule_off)
     q4_free(a.rule_len)
     q4_free(a.blob)
-    memset(a, 0, sizeof(CharAtoms))
+    memset(a, 0, sizeof(CharStarts))
 
 
-cdef inline bint left_match(const CharAtoms *a, int key, const uint8_t *p, Py_ssize_t j) noexcept nogil:
+cdef inline bint left_match(const CharStarts *a, int key, const uint8_t *p, Py_ssize_t j) noexcept nogil:
     """Some rule X of key (a P) has X == p[j - len(X):j]."""
     cdef int slot = a.slot_of[key]
     cdef uint8_t b = p[j - 1]
@@ -255,7 +255,7 @@ cdef inline bint left_match(const CharAtoms *a, int key, const uint8_t *p, Py_ss
     return False
 
 
-cdef inline bint right_match(const CharAtoms *a, int key, const uint8_t *p, Py_ssize_t n,
+cdef inline bint right_match(const CharStarts *a, int key, const uint8_t *p, Py_ssize_t n,
                              Py_ssize_t e) noexcept nogil:
     """Some rule Y of key (a Q) has Y == p[e:e + len(Y)]."""
     cdef int slot = a.slot_of[key]
@@ -270,9 +270,9 @@ cdef inline bint right_match(const CharAtoms *a, int key, const uint8_t *p, Py_s
     return False
 
 
-cdef bint atom_blocked(const CharAtoms *a, const uint8_t *p, Py_ssize_t n, Py_ssize_t j,
+cdef bint start_blocked(const CharStarts *a, const uint8_t *p, Py_ssize_t n, Py_ssize_t j,
                        Py_ssize_t width, int32_t flags) noexcept nogil:
-    """Rule 3 for the atom at p[j:j + width] (flags: its HAS_* bits): True if a
+    """Rule 3 for the start character at p[j:j + width] (flags: its HAS_* bits): True if a
     fragment token could form across its boundary from its neighbours."""
     cdef Py_ssize_t e = j + width
     if j > 0:
@@ -302,15 +302,15 @@ cdef bytes key_bytes(int key):
     return bytes([0x80 | (key >> 6), 0x80 | (key & 0x3F)])
 
 
-cdef object char_atoms_describe(const CharAtoms *a):
-    """For tests: None when atoms are off, else {"atoms": {code point: id},
+cdef object char_starts_describe(const CharStarts *a):
+    """For tests: None when starts are off, else {"starts": {code point: id},
     "prefix": {P: sorted X}, "suffix": {Q: sorted Y}}."""
     cdef int key, slot
     cdef int32_t r
     cdef Py_ssize_t cp
     if a.table == NULL:
         return None
-    atoms = {cp: a.table[cp] & ATOM_ID_MASK for cp in range(BMP) if a.table[cp] >= 0}
+    starts = {cp: a.table[cp] & START_ID_MASK for cp in range(BMP) if a.table[cp] >= 0}
     prefix, suffix = {}, {}
     for key in range(N_KEYS):
         slot = a.slot_of[key]
@@ -319,18 +319,18 @@ cdef object char_atoms_describe(const CharAtoms *a):
         strings = sorted(a.blob[a.rule_off[r]:a.rule_off[r] + a.rule_len[r]]
                          for r in range(a.rule_start[slot], a.rule_start[slot + 1]))
         (prefix if key < KEY_Q1 else suffix)[key_bytes(key)] = strings
-    return {"atoms": atoms, "prefix": prefix, "suffix": suffix}
+    return {"starts": starts, "prefix": prefix, "suffix": suffix}
 
 
-cdef list start_symbols(const CharAtoms *a, const int32_t *byte_ids, bytes piece):
-    """For tests: the symbols merging piece starts from (bytes when atoms are off)."""
+cdef list start_symbols(const CharStarts *a, const int32_t *byte_ids, bytes piece):
+    """For tests: the symbols merging piece starts from (bytes when starts are off)."""
     cdef const uint8_t *p = piece
     cdef Py_ssize_t n = len(piece), j, k
     cdef int32_t *sym = <int32_t *> q4_malloc(<size_t> (n + 1) * sizeof(int32_t))
     if sym == NULL:
         raise MemoryError("no memory for the symbols of a piece")
     if a.table != NULL:
-        k = atoms_start(a, byte_ids, p, n, sym)
+        k = first_symbols(a, byte_ids, p, n, sym)
     else:
         for j in range(n):
             sym[j] = byte_ids[p[j]]

@@ -1,6 +1,6 @@
-# Char atoms: BPE may start a multibyte character as its one token instead of
-# its bytes where that provably gives the same ids (pyx/_char_atoms.pyx has the
-# argument). The table is built once per model; atoms_start writes the first
+# Char starts: BPE may start a multibyte character as its one token instead of
+# its bytes where that provably gives the same ids (pyx/_char_starts.pyx has the
+# argument). The table is built once per model; first_symbols writes the first
 # symbols of a piece.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
@@ -15,7 +15,7 @@ cdef enum:
     N_KEYS = 5248
     # Flags of a table entry above the token id: which of the character's keys
     # have rules (only those are looked at).
-    ATOM_ID_MASK = 0xFFFFF
+    START_ID_MASK = 0xFFFFF
     HAS_P1 = 1 << 20
     HAS_P2 = 1 << 21
     HAS_Q1 = 1 << 22
@@ -29,9 +29,9 @@ ctypedef Py_ssize_t (*MergeBytes)(void *ctx, const uint8_t *p, Py_ssize_t n, int
                                   int32_t *top) noexcept nogil
 
 
-cdef struct CharAtoms:
-    int32_t *table          # code point < 0x10000 -> token id | HAS_* flags, or -1; NULL: atoms off
-    Py_ssize_t n_atoms
+cdef struct CharStarts:
+    int32_t *table          # code point < 0x10000 -> token id | HAS_* flags, or -1; NULL: starts off
+    Py_ssize_t n_starts
     # Fragment rules: slot_of[key] -> slot or -1; a slot's rules are
     # rule_start[slot] .. rule_start[slot + 1] - 1, each a string (X before P,
     # Y after Q) at blob + rule_off[r], rule_len[r] bytes long. bits[4 * slot]
@@ -46,20 +46,20 @@ cdef struct CharAtoms:
     Py_ssize_t n_rules
 
 
-cdef int char_atoms_init(CharAtoms *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
+cdef int char_starts_init(CharStarts *a, const uint8_t *tok_bytes, const int64_t *tok_offsets,
                          Py_ssize_t n_vocab, const int32_t *first_use, MergeBytes merge,
                          void *ctx) noexcept nogil
-cdef void char_atoms_free(CharAtoms *a) noexcept nogil
-cdef bint atom_blocked(const CharAtoms *a, const uint8_t *p, Py_ssize_t n, Py_ssize_t j,
+cdef void char_starts_free(CharStarts *a) noexcept nogil
+cdef bint start_blocked(const CharStarts *a, const uint8_t *p, Py_ssize_t n, Py_ssize_t j,
                        Py_ssize_t width, int32_t flags) noexcept nogil
-cdef object char_atoms_describe(const CharAtoms *a)
-cdef list start_symbols(const CharAtoms *a, const int32_t *byte_ids, bytes piece)
+cdef object char_starts_describe(const CharStarts *a)
+cdef list start_symbols(const CharStarts *a, const int32_t *byte_ids, bytes piece)
 
 
-cdef inline Py_ssize_t atoms_start(const CharAtoms *a, const int32_t *byte_ids, const uint8_t *p,
+cdef inline Py_ssize_t first_symbols(const CharStarts *a, const int32_t *byte_ids, const uint8_t *p,
                                    Py_ssize_t n, int32_t *sym) noexcept nogil:
     """Write the first symbols of the piece p[0:n] to sym (room for n): each
-    atom character that passes its fragment rules as its token, every other
+    start character that passes its fragment rules as its token, every other
     byte as its byte token. Returns the number of symbols."""
     cdef Py_ssize_t j = 0, k = 0, width
     cdef uint32_t cp
@@ -83,8 +83,8 @@ cdef inline Py_ssize_t atoms_start(const CharAtoms *a, const int32_t *byte_ids, 
                 cp = ((b & 0x0F) << 12) | ((p[j + 1] & 0x3F) << 6) | (p[j + 2] & 0x3F)
                 if cp >= 0x800:  # an overlong form is not the character it decodes to
                     e = a.table[cp]
-        if e >= 0 and ((e & HAS_ANY) == 0 or not atom_blocked(a, p, n, j, width, e)):
-            sym[k] = e & ATOM_ID_MASK
+        if e >= 0 and ((e & HAS_ANY) == 0 or not start_blocked(a, p, n, j, width, e)):
+            sym[k] = e & START_ID_MASK
             k += 1
             j += width
         else:
