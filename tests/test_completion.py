@@ -443,3 +443,20 @@ def test_ids_missing_from_a_vocabulary():
             tok.completion_parser().feed(ids)
     with pytest.raises(qwen4exp.Qwen4ExpError, match=f"id {hole} at index 0"):
         tok.decode_stream().step(hole)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_an_id_out_of_range_is_named_by_its_own_value(tok, dtype):
+    """An array id that is no token id is named as it is: the largest uint64 is
+    18446744073709551615, not the -1 an int64 view of it would read."""
+    info = np.iinfo(dtype)
+    good = tok.encode("hello world")
+    for bad in sorted({info.min, info.max, -1 if info.min < 0 else 0, tok.vocab_size + 10_000}):
+        if not info.min <= bad <= info.max or 0 <= bad < tok.vocab_size:
+            continue
+        arr = np.array([x for x in good if x <= info.max] + [bad], dtype=dtype)
+        for call, where in ((tok.parse_completion, "parse_completion()"), (tok.decode, "decode()")):
+            with pytest.raises(qwen4exp.Qwen4ExpError, match=rf"{re.escape(where)}: id {bad} at index {len(arr) - 1} "):
+                call(arr)
+    ok = np.array([x for x in good if x <= info.max], dtype=dtype)
+    assert tok.parse_completion(ok) == tok.parse_completion(ok.tolist())
