@@ -106,6 +106,18 @@ def test_render_demo_parse_gate_on_qwen36(capsys, request_file, hf_full36):
     assert code == 0 and "FAIL" not in out
 
 
+def test_batch_on_qwen36(capsys, tmp_path, hf_plain36, hf_full36):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": TEXT}) + "\n" + json.dumps(REQUEST) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "batch", src, out, "--vocab", "qwen3.6", "--chat-format", "qwen3.6", "-q")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["ids"] == hf_plain36.encode(TEXT).ids
+    assert rows[1]["ids"] == hf_full36.encode(formats.reference_text(REQUEST, "qwen3.6"),
+                                              add_special_tokens=False).ids
+
+
 def test_vocab_and_tokenizer_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["encode", "--vocab", "qwen3.6", "--tokenizer", "x.json", "--text", "a"])
@@ -114,6 +126,115 @@ def test_vocab_and_tokenizer_exclude_each_other(capsys):
     assert code == 2 and "unknown vocabulary 'qwen9'" in err
     code, _, err = run(capsys, "count", "--text", "a", "--chat-format", "qwen3.6")
     assert code == 2 and "add --chat" in err
+
+
+# -- batch: masks and carried columns -------------------------------------------------------
+
+TOOLS = REQUEST["tools"]
+CHATS = [
+    {"id": 7, "source": "web", "messages": REQUEST["messages"], "tools": TOOLS},
+    {"id": 8, "source": "books", "text": "plain text, no turns"},
+    {"id": 9, "messages": [{"role": "narrator", "content": "rejected"}]},
+    {"id": 10, "source": "web", "meta": {"lang": "fr"}, "messages": [
+        {"role": "user", "content": "Bonjour"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lyon"}}}]},
+        {"role": "tool", "content": "12 °C"},
+        {"role": "assistant", "content": "Il fait 12 °C.", "reasoning_content": "Easy."}], "tools": TOOLS},
+]
+
+
+def expected_rows(tok, records, fmt="qwen3"):
+    """What batch --masks --keep-columns should write for the records that render."""
+    out = []
+    for index, rec in enumerate(records):
+        other = {k: v for k, v in rec.items() if k not in ("messages", "tools", "text")}
+        if "text" in rec:
+            ids = tok.encode(rec["text"])
+            out.append({"index": index, "ids": ids, "length": len(ids), "assistant_mask": [False] * len(ids),
+                        "message_index": [-1] * len(ids), **other})
+            continue
+        try:
+            chat = qwen4exp.render_chat(rec["messages"], tools=rec.get("tools"), chat_format=fmt)
+        except qwen4exp.ChatFormatError:
+            continue
+        e = tok.encode_chat(chat, return_masks=True)
+        out.append({"index": index, "ids": e.ids.tolist(), "length": len(e.ids),
+                    "assistant_mask": e.assistant_mask.tolist(), "message_index": e.message_index.tolist(), **other})
+    return out
+
+
+@pytest.fixture(scope="module")
+def chats_jsonl(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("batch") / "chats.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in CHATS), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["qwen3", "qwen3.6"])
+def test_batch_masks_and_kept_columns(capsys, tmp_path, chats_jsonl, fmt):
+    pq = pytest.importorskip("pyarrow.parquet")
+    vocab = formats.VOCAB_OF[fmt]
+    tok = qwen4exp.Tokenizer(vocab)
+    expected = expected_rows(tok, CHATS, fmt)
+    assert any(any(r["assistant_mask"]) for r in expected)
+    for name in ("out.parquet", "out.jsonl"):
+        out = tmp_path / name
+        code, _, err = run(capsys, "batch", chats_jsonl, out, "--masks", "--keep-columns", "--chat-format", fmt,
+                           "--on-error", "skip", "-q")
+        assert code == 1, err  # the rejected record was skipped
+        if name.endswith(".parquet"):
+            table = pq.read_table(out)
+            assert table.schema.names[:5] == ["index", "ids", "length", "assistant_mask", "message_index"]
+            assert table.to_pylist() == [{"source": None, "meta": None, **r} for r in expected]
+        else:
+            assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == expected
+
+
+def test_batch_parquet_keeps_its_columns_and_types(capsys, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({
+        "messages": [json.dumps(REQUEST["messages"]), None, json.dumps([{"role": "narrator"}])],
+        "text": [None, "some text", None],
+        "id": pa.array([1, 2, 3], pa.int16()),
+        "score": [0.5, None, 2.0],
+        "tags": [["a"], [], ["b", "c"]],
+    })
+    src = tmp_path / "in.parquet"
+    pq.write_table(table, src)
+    out = tmp_path / "out.parquet"
+    code, _, err = run(capsys, "batch", src, out, "--keep-columns", "--masks", "--on-error", "skip", "-q")
+    assert code == 1, err
+    got = pq.read_table(out)
+    assert got.schema.field("id").type == pa.int16() and got.schema.field("tags").type == pa.list_(pa.string())
+    assert got.column("id").to_pylist() == [1, 2] and got.column("tags").to_pylist() == [["a"], []]
+    tok = qwen4exp.Tokenizer()
+    e = tok.encode_chat(qwen4exp.render_chat(REQUEST["messages"]), return_masks=True)
+    assert got.column("assistant_mask").to_pylist()[0] == e.assistant_mask.tolist()
+    out_jsonl = tmp_path / "out.jsonl"
+    code, _, _ = run(capsys, "batch", src, out_jsonl, "--keep-columns", "--on-error", "skip", "-q")
+    rows = [json.loads(line) for line in out_jsonl.read_text().splitlines()]
+    assert [(r["index"], r["id"], r["score"], r["tags"]) for r in rows] == [(0, 1, 0.5, ["a"]), (1, 2, None, [])]
+    # No rows at all: the columns are still there.
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(table.slice(2), src)
+    code, _, _ = run(capsys, "batch", src, empty, "--keep-columns", "--masks", "--on-error", "skip", "-q")
+    assert pq.read_table(empty).schema.names == ["index", "ids", "length", "assistant_mask", "message_index",
+                                                 "id", "score", "tags"]
+
+
+def test_batch_kept_column_errors(capsys, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "clash.parquet"
+    pq.write_table(pa.table({"text": ["a"], "ids": [[1]]}), src)
+    code, _, err = run(capsys, "batch", src, tmp_path / "o.parquet", "--keep-columns", "-q")
+    assert code == 2 and "'ids' has the name of an output column" in err
+    lines = tmp_path / "drift.jsonl"
+    lines.write_text('{"text": "a", "n": 1}\n{"text": "b", "n": "two"}\n', encoding="utf-8")
+    code, _, err = run(capsys, "batch", lines, tmp_path / "o.parquet", "--keep-columns", "--chunk-size", "1", "-q")
+    assert code == 3 and "'n'" in err and not (tmp_path / "o.parquet").exists()
 
 
 # -- help ---------------------------------------------------------------------------------

@@ -167,6 +167,33 @@ def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+
+def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
+    """--masks and --keep-columns on Ray write what the local engine writes:
+    JSONL lines parsed on the actors, and Parquet shards read there."""
+    convs = _conversations(12)
+    lines = [json.dumps({"messages": c, "id": i, "tag": f"t{i % 3}"}) for i, c in enumerate(convs)]
+    lines[4] = json.dumps({"text": "plain", "id": 4, "tag": "x"})
+    lines[7] = json.dumps({"messages": [{"role": "bogus"}], "id": 7})
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    table = pa.table({"messages": [json.dumps(c) for c in convs], "id": list(range(12))})
+    for k, start in enumerate((0, 5)):
+        pq.write_table(table.slice(start, 5 if start == 0 else 7), shards / f"part-{k}.parquet")
+    pq.write_table(table, tmp_path / "all.parquet")
+    for inputs, out_name in (((src, src), "o.parquet"), ((tmp_path / "all.parquet", shards), "o.jsonl")):
+        runs = {}
+        for engine, path in zip(("local", "ray"), inputs):
+            out = tmp_path / f"{engine}-{out_name}"
+            code, _ = _local_batch(capsys, path, out, "--engine", engine, "--masks", "--keep-columns",
+                                   "--on-error", "skip", "-q", "--chunk-size", "4")
+            runs[engine] = (code, pq.read_table(out) if out_name.endswith(".parquet") else out.read_text())
+        assert runs["ray"] == runs["local"]
+    assert runs["local"][1].count('"assistant_mask":[') == 12
+
+
 def test_batch_engine_ray_parquet_shards(ray_cluster, tmp_path, capsys):
     """A directory of shards (read by the workers) gives what the local engine
     gives for the same rows in one file; JSONL output."""

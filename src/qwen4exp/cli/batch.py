@@ -29,6 +29,7 @@ from typing import NamedTuple
 from ..errors import Qwen4ExpError
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
 from .sinks import ErrorsFile, Sink, check_paths, flatten, write_errors
+from .columns import ExtraColumns, check_kept_names, kept_of, mask_arrays, record_options
 from .sources import CHAT, TEXT, Failure, failure_of, format_of, open_source
 
 __all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
@@ -56,17 +57,25 @@ class EncodedChunk(NamedTuple):
     nbytes: int       # their input bytes
     failures: list    # Failure of the records that did not, in input order
     columns: tuple | None  # flatten(...) of ids: what Sink.write takes (None when ids is empty)
+    masks: tuple | None = None  # --masks: columns.mask_arrays of the encoded records
+    kept: object = None  # --keep-columns: columns.kept_of the encoded records
 
 
-def encode_chunk(tok, records, threads: int | None, failures=()) -> EncodedChunk:
-    """Encode one chunk's records: texts with encode_batch, chats with encode_chats.
-    A chunk with a bad record is retried one record at a time, to find who.
-    `failures`: the chunk's records that did not parse, if the caller has them."""
+def encode_chunk(tok, records, threads: int | None, failures=(), masks: bool = False) -> EncodedChunk:
+    """Encode one chunk's records: texts with encode_batch, chats with encode_chats
+    (with their masks when `masks`). A chunk with a bad record is retried one
+    record at a time, to find who. `failures`: the chunk's records that did
+    not parse, if the caller has them."""
+    from functools import partial
+
     results = [None] * len(records)
     failures = list(failures)
+    chats, chat = tok.encode_chats, tok.encode_chat
+    if masks:
+        chats, chat = partial(chats, return_masks=True), partial(chat, return_masks=True)
     for kind, call, single in (
         (TEXT, tok.encode_batch, tok.encode),
-        (CHAT, tok.encode_chats, tok.encode_chat),
+        (CHAT, chats, chat),
     ):
         pos = [k for k, r in enumerate(records) if r.kind == kind]
         if not pos:
@@ -84,10 +93,12 @@ def encode_chunk(tok, records, threads: int | None, failures=()) -> EncodedChunk
         for k, x in zip(pos, ids):
             results[k] = x
     ok = [(r, x) for r, x in zip(records, results) if x is not None]
-    ids = [x for _, x in ok]
+    ids = [x.ids if masks and r.kind == CHAT else x for r, x in ok]
     return EncodedChunk(
         ids, sum(r.nbytes for r, _ in ok), sorted(failures, key=lambda f: f.index),
         flatten([r.index for r, _ in ok], ids) if ok else None,
+        mask_arrays([x for _, x in ok]) if masks else None,
+        kept_of([r for r, _ in ok]) if ok and records[0].extra is not None else None,
     )
 
 
@@ -101,11 +112,11 @@ class LocalEngine:
     def __init__(self, tok, args) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.tok, self.threads = tok, args.threads
+        self.tok, self.threads, self.masks = tok, args.threads, args.masks
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qwen4exp-encode")
 
     def submit(self, records):
-        return self.pool.submit(encode_chunk, self.tok, records, self.threads)
+        return self.pool.submit(encode_chunk, self.tok, records, self.threads, (), self.masks)
 
     def close(self, cancel: bool = False) -> None:
         self.pool.shutdown(wait=True, cancel_futures=cancel)
@@ -157,7 +168,7 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
         stats.failures.extend(sorted(parse_failures + chunk.failures, key=lambda f: f.index))
         if chunk.columns is not None:
             index, lengths, flat, offsets, total = chunk.columns
-            sink.write(index, lengths, flat, offsets, chunk.ids)
+            sink.write(index, lengths, flat, offsets, chunk.ids, chunk.masks, chunk.kept)
             stats.tokens += total
         stats.ok += len(chunk.ids)
         stats.bytes += chunk.nbytes
@@ -289,12 +300,17 @@ def cmd_batch(args, engine=None) -> int:
         need_module("tqdm")
 
     tok = tokenizer_of(args)
-    source = engine_class.open_source(args.input, in_fmt)
+    options = record_options(args)
+    source = engine_class.open_source(args.input, in_fmt, options)
+    kept_schema = getattr(source, "kept_schema", None) if args.keep_columns else None
+    if kept_schema is not None:
+        check_kept_names(kept_schema.names, args.masks)
+    extra = ExtraColumns(args.masks, args.keep_columns, kept_schema)
     policy = FailurePolicy(source.name, args.on_error == "stop", args.quiet)
     sink = progress = engine = None
     with StopSignals() as signals:
         try:
-            sink = Sink(args.output, out_fmt)
+            sink = Sink(args.output, out_fmt, extra)
             engine = engine_class(tok, args)
             progress = Progress(source, show_progress)
             stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes,

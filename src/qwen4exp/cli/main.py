@@ -686,7 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
         "optional 'tools', 'add_generation_prompt', 'enable_thinking' columns.\n\n"
         "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
-        "by extension or --format. OUT is written to a temporary file beside it and\n"
+        "by extension or --format. --masks adds assistant_mask and message_index;\n"
+        "--keep-columns the input's other fields (JSONL into Parquet: each field's\n"
+        "type is the one of the first chunk). OUT is written to a temporary file beside it and\n"
         "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
         "existing OUT is left as it was) and the temporary file is removed. OUT and the\n"
         "errors file must be regular files, new files, or symbolic links to one (the file\n"
@@ -728,6 +730,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "--threads CPUs of the cluster")
     sp.add_argument("--address", metavar="ADDR",
                     help="with --engine ray: the cluster to use (default: RAY_ADDRESS, else a local one it starts)")
+    sp.add_argument("--masks", action="store_true",
+                    help="add assistant_mask (list<bool>) and message_index (list<int32>) columns, token for "
+                         "token as encode_chat(..., return_masks=True): what to train on")
+    sp.add_argument("--keep-columns", action="store_true",
+                    help="carry every other field of the input records (JSONL keys, Parquet columns) into OUT")
+    add_chat_format_argument(sp)
     tokenizer_opt(sp)
 
     sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",

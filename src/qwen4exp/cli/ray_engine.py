@@ -19,6 +19,7 @@ import ray
 
 from ..ray import TokenizerPool
 from .batch import EncodedChunk, encode_chunk
+from .columns import RecordOptions, join_kept, record_options
 from .common import InputError, UsageError
 from .sources import (
     PARQUET_EXT,
@@ -40,6 +41,7 @@ class RayEngine:
 
     def __init__(self, tok, args) -> None:
         self.input = args.input
+        self.options, self.masks = record_options(args), args.masks
         self.started = _connect(args.address)
         self.pool = None
         node_cpus = max([n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]] or [1])
@@ -50,15 +52,16 @@ class RayEngine:
         self.chunk_size = args.chunk_size
 
     @staticmethod
-    def open_source(path: str, fmt: str):
+    def open_source(path: str, fmt: str, options: RecordOptions = RecordOptions()):
         if os.path.isdir(path):
             if fmt == "jsonl":
                 raise UsageError(f"{path} is a directory: only Parquet shards can be read from a directory")
-            return _RowGroups(path)
-        return _RowGroups(path) if fmt == "parquet" else _JsonlLines(path)
+            return _RowGroups(path, options)
+        return _RowGroups(path, options) if fmt == "parquet" else _JsonlLines(path)
 
     def submit(self, work):
-        return _Pending(self.pool.submit(_encode_work, work, self.chunk_size), self.input)
+        return _Pending(self.pool.submit(_encode_work, work, self.chunk_size, self.options, self.masks),
+                        self.input)
 
     def close(self, cancel: bool = False) -> None:
         if self.pool is not None:
@@ -78,24 +81,25 @@ class _Pending:
             raise InputError(f"{self.input_name}: the Ray job failed: {_last_error_line(exc)}") from None
 
 
-def _encode_work(tok, threads: int, work, chunk_size: int) -> EncodedChunk:
+def _encode_work(tok, threads: int, work, chunk_size: int, options: RecordOptions = RecordOptions(),
+                 masks: bool = False) -> EncodedChunk:
     """On an actor: parse and encode one chunk of raw JSONL lines, or one
-    Parquet row group (`chunk_size` rows at a time)."""
+    Parquet row group (`chunk_size` rows at a time), as the local engine does."""
     if work[0] == "jsonl":
         records, failures = [], []
         for index, lineno, raw in work[1]:
             try:
-                records.append(record_of_line(raw, index, lineno))
+                records.append(record_of_line(raw, index, lineno, options))
             except Exception as exc:  # noqa: BLE001 - classified by failure_of
                 failures.append(failure_of(exc, index, lineno))
-        return encode_chunk(tok, records, threads, failures)
+        return encode_chunk(tok, records, threads, failures, masks)
     import pyarrow.parquet as pq
 
     _, path, group, index, columns = work
     parts = []
     for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_size, row_groups=[group], columns=columns):
-        records, failures = records_of_batch(batch, index)
-        parts.append(encode_chunk(tok, records, threads, failures))
+        records, failures = records_of_batch(batch, index, options)
+        parts.append(encode_chunk(tok, records, threads, failures, masks))
         index += batch.num_rows
     return _joined(parts)
 
@@ -113,9 +117,12 @@ def _joined(parts) -> EncodedChunk:
         if offsets[-1] > 2**31 - 1:
             raise InputError("a row group holds more than 2**31 tokens")
         columns = (index, lengths, flat, offsets.astype(np.int32), int(offsets[-1]))
+    masks = None
+    if parts[0].masks is not None:
+        masks = tuple(np.concatenate([p.masks[k] for p in parts]) for k in range(2))
     return EncodedChunk(
         [x for p in parts for x in p.ids], sum(p.nbytes for p in parts),
-        [f for p in parts for f in p.failures], columns,
+        [f for p in parts for f in p.failures], columns, masks, join_kept([p.kept for p in parts]),
     )
 
 
@@ -148,7 +155,7 @@ class _RowGroups:
     """A Parquet file or a directory of shards: one chunk per row group, read
     by an actor. The shards' columns must agree."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, options: RecordOptions = RecordOptions()) -> None:
         if os.path.isdir(path):
             files = sorted(
                 os.path.join(d, f)
@@ -161,11 +168,11 @@ class _RowGroups:
         else:
             files = [path]
         self.name, self.progress_unit, self.total_bytes = path, "records", None
-        self.columns, self.groups, self.total_records = None, [], 0
+        self.columns, self.groups, self.total_records, self.kept_schema = None, [], 0, None
         for f in files:
-            src = ParquetSource(f)  # checks the file as the local engine does
+            src = ParquetSource(f, options)  # checks the file as the local engine does
             if self.columns is None:
-                self.columns = src.columns
+                self.columns, self.kept_schema = src.columns, src.kept_schema
             elif src.columns != self.columns:
                 raise InputError(
                     f"{f}: its columns ({', '.join(src.columns)}) differ from {files[0]}'s "

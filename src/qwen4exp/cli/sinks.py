@@ -81,9 +81,10 @@ class Sink:
     """Writes to a temporary file beside OUT (or beside the file a link at OUT
     points to); `commit` renames it into place."""
 
-    def __init__(self, out: str, fmt: str):
+    def __init__(self, out: str, fmt: str, extra=None):
         self.out = out
         self.fmt = fmt
+        self.extra = extra  # columns.ExtraColumns: the columns after index, ids, length
         self.target = output_target("OUT", out)
         fd, self.tmp = _temp_beside(self.target, "OUT")
         self.rows = 0
@@ -93,42 +94,54 @@ class Sink:
                 os.close(fd)
                 pa = need_module("pyarrow")
                 pq = need_module("pyarrow.parquet")
-                self._pa = pa
+                self._pa, self._pq = pa, pq
                 self.schema = pa.schema(
                     [("index", pa.int64()), ("ids", pa.list_(pa.int32())), ("length", pa.int32())]
                 )
-                self._writer = pq.ParquetWriter(self.tmp, self.schema)
+                if not self.extra:  # else opened at the first write, when the extra columns' types are known
+                    self._writer = pq.ParquetWriter(self.tmp, self.schema)
             else:
                 self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         except BaseException:
             self.discard()
             raise
 
-    def write(self, index, lengths, flat, offsets, ids_list) -> None:
+    def write(self, index, lengths, flat, offsets, ids_list, masks=None, kept=None) -> None:
+        """One chunk: the columns of flatten(), the ids, and for the extra
+        columns the chunk's mask arrays and kept fields (columns.py)."""
         try:
-            self._write(index, lengths, flat, offsets, ids_list)
+            self._write(index, lengths, flat, offsets, ids_list, masks, kept)
         except OSError as exc:  # disk full, file too large, I/O error
             raise OutputError(f"cannot write {self.out}: {exc.strerror or exc}") from None
         self.rows += len(index)
 
-    def _write(self, index, lengths, flat, offsets, ids_list) -> None:
+    def _write(self, index, lengths, flat, offsets, ids_list, masks, kept) -> None:
+        extra = self.extra
         if self.fmt == "parquet":
             pa = self._pa
+            if self._writer is None:
+                self._open_writer(kept)
             ids = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
-            table = pa.Table.from_arrays(
-                [pa.array(index, pa.int64()), ids, pa.array(lengths, pa.int32())], schema=self.schema
-            )
-            self._writer.write_table(table)
+            columns = [pa.array(index, pa.int64()), ids, pa.array(lengths, pa.int32())]
+            if extra:
+                columns += extra.arrays(pa, offsets, masks, kept)
+            self._writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
         else:
+            ends = extra.json_suffixes(offsets, masks, kept) if extra else [""] * len(index)
             f = self._file
             f.write(
                 "".join(
-                    '{"index":%d,"ids":[%s],"length":%d}\n' % (i, ",".join(map(str, x)), len(x))
-                    for i, x in zip(
-                        index.tolist(), (x.tolist() if hasattr(x, "tolist") else x for x in ids_list)
+                    '{"index":%d,"ids":[%s],"length":%d%s}\n' % (i, ",".join(map(str, x)), len(x), end)
+                    for i, x, end in zip(
+                        index.tolist(), (x.tolist() if hasattr(x, "tolist") else x for x in ids_list), ends
                     )
                 )
             )
+
+    def _open_writer(self, kept) -> None:
+        if self.extra:
+            self.schema = self.extra.schema(self._pa, self.schema, kept)
+        self._writer = self._pq.ParquetWriter(self.tmp, self.schema)
 
     def commit(self) -> None:
         try:
@@ -138,6 +151,8 @@ class Sink:
 
     def _commit(self) -> None:
         if self.fmt == "parquet":
+            if self._writer is None:  # no rows: the columns the first one would have had
+                self._open_writer([])
             self._writer.close()
             self._writer = None
             fd = os.open(self.tmp, os.O_RDONLY)

@@ -18,6 +18,7 @@ import sys
 from .._files import kind_of
 from ..errors import RecordError
 from ..requests import failure_name, loads_json, request_from_json, strip_none
+from .columns import RecordOptions, other_fields
 from .common import InputError, UsageError, need_module
 
 __all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of",
@@ -50,13 +51,14 @@ TEXT, CHAT = "text", "chat"
 
 
 class Record:
-    """One usable record: kind TEXT (payload: a str) or CHAT (a RenderedChat)."""
+    """One usable record: kind TEXT (payload: a str) or CHAT (a RenderedChat);
+    `extra`, with --keep-columns, its other fields (columns.kept_of)."""
 
-    __slots__ = ("index", "line", "kind", "payload", "nbytes")
+    __slots__ = ("index", "line", "kind", "payload", "nbytes", "extra")
 
-    def __init__(self, index, line, kind, payload, nbytes):
-        self.index, self.line, self.kind, self.payload, self.nbytes = (
-            index, line, kind, payload, nbytes,
+    def __init__(self, index, line, kind, payload, nbytes, extra=None):
+        self.index, self.line, self.kind, self.payload, self.nbytes, self.extra = (
+            index, line, kind, payload, nbytes, extra,
         )
 
 
@@ -78,20 +80,24 @@ class Failure:
         )
 
 
-def make_record(obj, index, line, nbytes_hint=None) -> Record:
-    """Turn one decoded record into a text or rendered-chat record (or raise)."""
+def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = RecordOptions(),
+                extra=None) -> Record:
+    """Turn one decoded record into a text or rendered-chat record (or raise);
+    `extra`: its other fields when options.keep (default: obj's own)."""
     from ..chat import render_chat
 
+    if options.keep and extra is None:
+        extra = other_fields(obj)
     if isinstance(obj, dict) and "text" in obj and obj.get("messages") is None:
         text = obj["text"]
         if not isinstance(text, str):
             raise RecordError(f'"text" must be a string, not {type(text).__name__}')
-        return Record(index, line, TEXT, text, nbytes_hint)
+        return Record(index, line, TEXT, text, nbytes_hint, extra)
     if isinstance(obj, dict) and "text" in obj and obj["text"] is not None:
         raise RecordError('a record has either "text" or "messages", not both')
-    messages, options = request_from_json(obj, "record")
-    chat = render_chat(messages, **options)
-    return Record(index, line, CHAT, chat, len(chat.data))
+    messages, request_options = request_from_json(obj, "record")
+    chat = render_chat(messages, **dict(options.render), **request_options)
+    return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 
 def iter_jsonl(path: str, start_line: int = 1):
@@ -121,8 +127,8 @@ def iter_jsonl(path: str, start_line: int = 1):
 
 
 class JsonlSource:
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, options: RecordOptions = RecordOptions()):
+        self.path, self.options = path, options
         self.name = "stdin" if path == "-" else path
         self.total_bytes = None
         if path != "-" and not path.lower().endswith(".gz"):
@@ -144,7 +150,7 @@ class JsonlSource:
             if not raw.strip():
                 continue  # blank lines are not records
             try:
-                rec = record_of_line(raw, index, lineno)
+                rec = record_of_line(raw, index, lineno, self.options)
                 records.append(rec)
                 size += rec.nbytes
             except Exception as exc:  # noqa: BLE001 - classified by failure_of
@@ -157,12 +163,12 @@ class JsonlSource:
             yield records, failures, consumed
 
 
-def record_of_line(raw: bytes, index: int, lineno: int) -> Record:
+def record_of_line(raw: bytes, index: int, lineno: int, options: RecordOptions = RecordOptions()) -> Record:
     """The record of one non-blank JSONL line (or raise)."""
     line = raw.decode("utf-8")
     if lineno == 1 and line.startswith("\ufeff"):
         line = line[1:]  # a UTF-8 byte order mark
-    rec = make_record(loads_json(line), index, lineno)
+    rec = make_record(loads_json(line), index, lineno, options=options)
     if rec.nbytes is None:
         rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
     return rec
@@ -171,9 +177,9 @@ def record_of_line(raw: bytes, index: int, lineno: int) -> Record:
 class ParquetSource:
     COLUMNS = ("text", "messages", "tools", "add_generation_prompt", "enable_thinking")
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, options: RecordOptions = RecordOptions()):
         pq = need_module("pyarrow.parquet")
-        self.path = path
+        self.path, self.options = path, options
         self.name = path
         if path == "-":
             raise UsageError("Parquet input must be a file, not stdin")
@@ -185,6 +191,12 @@ class ParquetSource:
             raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
         names = set(self.file.schema_arrow.names)
         self.columns = [c for c in self.COLUMNS if c in names]
+        if options.keep:  # every column, in the file's order
+            self.columns = list(self.file.schema_arrow.names)
+        self.kept_schema = self.file.schema_arrow.remove_metadata()
+        for name in self.COLUMNS:
+            if name in names:
+                self.kept_schema = self.kept_schema.remove(self.kept_schema.get_field_index(name))
         if "text" not in names and "messages" not in names:
             raise InputError(
                 f"{path}: a Parquet input needs a 'text' or a 'messages' column "
@@ -198,7 +210,7 @@ class ParquetSource:
         index = 0
         try:
             for batch in self.file.iter_batches(batch_size=chunk_records, columns=self.columns):
-                records, failures = records_of_batch(batch, index)
+                records, failures = records_of_batch(batch, index, self.options)
                 yield records, [on_failure(f) for f in failures], batch.num_rows
                 index += batch.num_rows
         except OSError as exc:
@@ -209,15 +221,23 @@ class ParquetSource:
             raise
 
 
-def records_of_batch(batch, index: int):
+def records_of_batch(batch, index: int, options: RecordOptions = RecordOptions()):
     """(records, failures) of the rows of an Arrow batch of a Parquet input's
     columns, numbered from `index`."""
+    kept = None
+    if options.keep:
+        import pyarrow as pa
+
+        names = [n for n in batch.column_names if n not in ParquetSource.COLUMNS]
+        kept = pa.Table.from_batches([batch]).select(names)
+        batch = batch.select([n for n in batch.column_names if n in ParquetSource.COLUMNS])
     pylists = {name: batch.column(name).to_pylist() for name in batch.column_names}
     struct = {n: not _is_string(batch.column(n).type) for n in ("messages", "tools") if n in pylists}
     records, failures = [], []
     for r in range(batch.num_rows):
         try:
-            rec = make_record(_row(pylists, r, struct), index + r, None)
+            rec = make_record(_row(pylists, r, struct), index + r, None, options=options,
+                              extra=None if kept is None else (kept, r))
             if rec.nbytes is None:
                 rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
             records.append(rec)
@@ -285,7 +305,7 @@ def check_input_file(path: str) -> None:
         raise InputError(f"{path} is a {kind_of(mode)}, not a regular file: give a file, or - to read a pipe on stdin")
 
 
-def open_source(path: str, fmt: str):
+def open_source(path: str, fmt: str, options: RecordOptions = RecordOptions()):
     """The source reading `path` in format `fmt` ("jsonl" or "parquet")."""
     check_input_file(path)
-    return ParquetSource(path) if fmt == "parquet" else JsonlSource(path)
+    return ParquetSource(path, options) if fmt == "parquet" else JsonlSource(path, options)
