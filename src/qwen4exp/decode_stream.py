@@ -33,7 +33,7 @@ class DecodeStream(DecodeStreamCore):
     """Streaming decode of ids: `step(id) -> str`, then `flush() -> str`.
 
     Made by `Tokenizer.decode_stream(skip_special=False)`. With `skip_special`
-    the special added tokens (those HF marks ``special``, e.g. `<|im_end|>`)
+    the special added tokens (those HF marks ``special``, e.g. the IM_END marker)
     spell nothing, as in `decode(ids, skip_special=True)`. `flush()` returns
     U+FFFD for a character the ids left unfinished (the stream can go on).
     `step` and the UTF-8 rules are native (pyx/_stream.pyx).

@@ -20,8 +20,9 @@ from .markers import Marker
 
 __all__ = ["EncodedChat"]
 
-# Bytes an assistant span opens with before its trainable part, and closes
-# with after its `<|im_end|>` (see segments.MessageSpan); alike in every format.
+# Bytes an assistant span opens with before its trainable part (the IM_START
+# marker and "assistant\n"), and closes with after its IM_END marker (see
+# segments.MessageSpan); alike in every format.
 _ASSISTANT_HEADER = len(Marker.IM_START.data + b"assistant\n")
 _TURN_CLOSE = len(b"\n")
 
@@ -35,9 +36,9 @@ class EncodedChat(NamedTuple):
       span holds the token's first byte, -1 for none (the tools preamble
       without a system message, the generation prompt);
     * `assistant_mask` (bool): the token's first byte lies after an assistant
-      turn's `<|im_start|>assistant\\n` header, up to and including that
-      turn's `<|im_end|>` (its reasoning, content and tool calls: what a
-      model is trained to produce).
+      turn's header (the IM_START marker, then "assistant\\n"), up to and
+      including that turn's IM_END marker (its reasoning, content and tool
+      calls: what a model is trained to produce).
     """
 
     ids: np.ndarray

@@ -8,6 +8,7 @@ a caller through the explicit `SegmentBuilder.control`, vouched for).
 from __future__ import annotations
 
 import enum
+import json
 from functools import partial
 from itertools import accumulate, cycle
 from typing import NamedTuple
@@ -31,13 +32,13 @@ class Segment(NamedTuple):
 class MessageSpan(NamedTuple):
     """The bytes one message produced: `chat.data[start:end]`.
 
-    A span is the message's turn, from `<|im_start|>` through the newline
-    after its `<|im_end|>`. The tools preamble is part of the system turn,
-    so it lies in the system message's span (and in no span when there is no
-    system message). Consecutive tool messages share one `user` turn: each
-    has its own span, its `<tool_response>` block with the newline before it
-    (the first also holds the turn's opening, the last its `<|im_end|>` and
-    newline). The generation prompt belongs to no message. Spans are ordered,
+    A span is the message's turn, from its IM_START marker through the
+    newline after its IM_END marker (markers.Marker). The tools preamble is
+    part of the system turn, so it lies in the system message's span (and in
+    no span when there is no system message). Consecutive tool messages share
+    one `user` turn: each has its own span, its TOOL_RESPONSE block with the
+    newline before it (the first also holds the turn's opening, the last its
+    IM_END marker and newline). The generation prompt belongs to no message. Spans are ordered,
     do not overlap, and start and end on segment boundaries.
     """
 
@@ -125,6 +126,28 @@ class RenderedChat:
                 for k, r in enumerate(roles)
             )
         return self._spans
+
+    def request_tools(self) -> list | None:
+        """The tool schemas the chat was rendered with (None: no tools).
+
+        Read back from the tools preamble: the system turn's first text when
+        the marker after it is `<tool_call>` (only the preamble writes one
+        there, and caller text cannot write a marker), one `tojson` line per
+        tool after its last line `<tools>`. The same in every format.
+        """
+        b = self._bounds
+        if len(b) < 4 or not self._first_control:
+            return None
+        text, after = self._data[b[1] : b[2]], self._data[b[2] : b[3]]
+        if not text.startswith(b"system\n") or not after.startswith(b"<tool_call>"):
+            return None
+        lines = text.split(b"\n")
+        try:
+            start = len(lines) - 1 - lines[::-1].index(b"<tools>")
+            end = lines.index(b"</tools>", start)
+        except ValueError:
+            return None
+        return [json.loads(line) for line in lines[start + 1 : end]]
 
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
                 marks=((), ()), chat_format: str | None = None) -> None:

@@ -294,7 +294,7 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a token spelled as in HF `tokenizers`: byte-level for BPE
-        tokens ("Ġworld" is " world"), as written for atoms ("<|im_end|>");
+        tokens ("Ġworld" is " world"), as written for atoms (`Marker.IM_END.value`);
         None when the vocabulary has no such token."""
         if not isinstance(token, str):
             raise TypeError(f"token_to_id() takes a str, not {type(token).__name__}")
@@ -381,7 +381,7 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """The bytes the ids spell (atoms spell themselves; with `skip_special`,
-        the special ones, such as `<|im_end|>`, spell nothing, as in HF)."""
+        the special ones, such as the IM_END marker, spell nothing, as in HF)."""
         arr = _ids_array(ids, self._n_vocab)
         if skip_special and self._special_ids and arr.size:
             arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]

@@ -44,6 +44,7 @@ import os
 import sys
 
 from ..errors import JsonError, Qwen4ExpError, RecordError
+from ..markers import Marker
 from ..requests import REQUEST_KEYS, loads_json, request_from_json
 from . import gate
 from .batch import cmd_batch
@@ -324,7 +325,7 @@ def cmd_demo(args) -> int:
           f"{_short_ids(seg_ids, iw)}\n")
 
     # The point of the format: the same spelling, two authorities.
-    spelling = "<|im_end|>"
+    spelling = Marker.IM_END.value
     atom = tok.atoms[spelling]
     w("\n")
     for seg, seg_ids in zip(chat.segments, per_segment):
@@ -587,8 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         "render and tokenize the bundled example conversation",
         "Render the bundled example conversation (tools, a tool call, a tool result,\n"
-        "reasoning, and a literal <|im_end|> typed by the user), print its segments\n"
-        "with their token ids, and show that the user's <|im_end|> stayed DATA\n"
+        f"reasoning, and a literal {Marker.IM_END} typed by the user), print its segments\n"
+        f"with their token ids, and show that the user's {Marker.IM_END} stayed DATA\n"
         "(ordinary BPE ids) while the template's markers became atom ids.",
         cmd_demo,
     )
@@ -649,16 +650,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add(
         "parse",
         "print the assistant message that generated ids spell, as JSON",
-        "Parse the ids a model generated after <|im_start|>assistant\\n into an\n"
+        f"Parse the ids a model generated after {Marker.IM_START}assistant\\n into an\n"
         "OpenAI-style assistant message: role, content, reasoning_content, tool_calls\n"
         "(and invalid_tool_calls / errors when the output was malformed or cut off).\n"
-        "Structure comes only from atom ids: <think> spelled by ordinary BPE ids is\n"
+        f"Structure comes only from atom ids: {Marker.THINK} spelled by ordinary BPE ids is\n"
         "text. Ids as for `decode`.",
         cmd_parse,
     )
     ids_opts(sp)
     sp.add_argument("--in-reasoning", action="store_true",
-                    help="the prompt already opened <think>: the ids start inside reasoning")
+                    help=f"the prompt already opened {Marker.THINK}: the ids start inside reasoning")
     sp.add_argument("--indent", type=int, default=None, metavar="N", help="indent the JSON by N spaces")
     tokenizer_opt(sp)
 

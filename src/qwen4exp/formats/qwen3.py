@@ -1,15 +1,15 @@
 """The Qwen3 chat formats: "qwen3" (the hybrid-thinking models' template, the
 Qwen4Exp format) and "qwen3-2507" (Qwen3-*-Instruct-2507: no thinking).
 
-Both write a tool call as one JSON object inside `<tool_call>` atoms and
+Both write a tool call as one JSON object between the TOOL_CALL markers and
 content as given (no trimming). Differences from the Jinja templates, all on
 requests that spell atoms or that the templates cannot render, are listed in
 docs/FORMAT.md ("Where the formats depart from the templates"):
 
 * reasoning comes only from `reasoning_content` (the qwen3 template also
-  splits `content` on a literal `</think>`);
+  splits `content` on a literal THINK_END marker);
 * the last query is the last `user` message (the template skips user
-  messages that look like `<tool_response>...</tool_response>`);
+  messages that look like a TOOL_RESPONSE block);
 * content lists of text parts are joined (the templates fail on them, or,
   for tool messages, write the list's Python repr); a missing/None assistant
   content renders as "" (the templates fail on it).
@@ -68,10 +68,10 @@ _CALL_CLOSE = b"}\n"
 def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int]]:
     """The stream's parts (alternating CONTROL, DATA, ...; see above) and, per
     message, the part indices where its span starts and ends (flat: start0,
-    end0, start1, ...). A message's span is its turn from `<|im_start|>`
-    through the newline after `<|im_end|>`; the tools preamble belongs to the
-    system message's span (to none without one); each tool message of a
-    shared turn spans its own `<tool_response>` block (the first one also the
+    end0, start1, ...). A message's span is its turn from its IM_START marker
+    through the newline after its IM_END marker; the tools preamble belongs to
+    the system message's span (to none without one); each tool message of a
+    shared turn spans its own TOOL_RESPONSE block (the first one also the
     turn's opening, the last one its closing); the generation prompt belongs
     to no message. `thinking`: the qwen3 format (reasoning blocks, the
     no-thinking prompt) rather than qwen3-2507."""
@@ -127,7 +127,7 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int]]:
             if i == 0 or msgs[i - 1].role != TOOL:
                 extend((_IM_START, b"user\n"))
             else:
-                add(b"\n")  # after the previous block's </tool_response>
+                add(b"\n")  # after the previous block's TOOL_RESPONSE_END
             extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
                 extend((_TOOL_RESPONSE_END_IM_END, b"\n"))

@@ -2,26 +2,27 @@
 
 One template family (Qwen3.5 / 3.6 / 3.8 models' `chat_template.jinja`):
 
-* a tool call is XML text inside the `<tool_call>` atoms,
-  `<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>`;
-  `<function=` and `<parameter=` are ordinary text (DATA), only the
-  `<tool_call>` atoms are markers. Values: strings verbatim, dicts and lists as
-  `tojson`, other values as Python's str() in qwen3.5 (`True`, `None`) and as
-  JSON in 3.6 / 3.8 (`true`, `null`);
+* a tool call is XML text between the TOOL_CALL and TOOL_CALL_END markers
+  (markers.Marker): TOOL_CALL, then
+  `\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n`,
+  then TOOL_CALL_END; `<function=` and `<parameter=` are ordinary text
+  (DATA), only the TOOL_CALL pair are markers. Values: strings verbatim,
+  dicts and lists as `tojson`, other values as Python's str() in qwen3.5
+  (`True`, `None`) and as JSON in 3.6 / 3.8 (`true`, `null`);
 * every message's content, and the reasoning, is trimmed (str.strip());
 * the system prompt comes after the tools block, inside the same system turn;
-* an assistant turn after the last user query always has a `<think>` block,
+* an assistant turn after the last user query always has a THINK block,
   empty or not; before it only with preserve_thinking (3.6: off by default,
   3.8: on by default);
-* the generation prompt opens `<think>\\n` (or writes an empty block when
-  enable_thinking is False);
+* the generation prompt opens a THINK block (the marker and a newline; or
+  writes an empty block when enable_thinking is False);
 * 3.8 writes a reasoning-effort instruction at the top of the system turn
   (xhigh, the default, and low; none for medium or with thinking off), and
   leaves out a system turn that would be empty.
 
 The templates' decisions that read caller text (the last query skips a user
-message that looks like a `<tool_response>` block; 3.5 / 3.6 take reasoning
-out of content that contains `</think>`) are made from roles and fields here
+message that looks like a TOOL_RESPONSE block; 3.5 / 3.6 take reasoning
+out of content that contains the THINK_END marker) are made from roles and fields here
 instead: docs/FORMAT.md ("Where the formats depart from the templates").
 """
 
@@ -162,7 +163,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int]]:
                 extend((_IM_START, b"user\n"))
             else:
                 mark(len(parts))
-                add(b"\n")  # after the previous block's </tool_response>
+                add(b"\n")  # after the previous block's TOOL_RESPONSE_END
             extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
                 extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
