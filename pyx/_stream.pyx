@@ -7,9 +7,11 @@ version showed interpreter overhead as the whole cost of one-id feeds.
   soon as bytes can no longer complete (CPython's incremental decoder holds
   b"\\xed\\xa0" until the end);
 * `DecodeStreamCore.step`;
-* `ParserCore`: the completion parser's state machine. Grammar, whitespace
-  rules and the error model are documented in src/qwen4exp/completion.py,
-  which also validates tool call bodies (once per call, in Python).
+* `ParserCore`: the completion parser's state machine: atoms -> channels
+  (reasoning, content, tool calls). Grammar, whitespace rules and the error
+  model are documented in src/qwen4exp/completion.py; each call's text goes,
+  as it arrives, to a reader from src/qwen4exp/tool_calls.py (Python: a
+  call's body is a small part of the ids).
 
 Errors: this module imports nothing of the Python layer. A bad id or a feed
 after the end calls the Python subclass's `_bad_id(id, index)` /
@@ -42,36 +44,70 @@ ROLES = {"open_think": OPEN_THINK, "close_think": CLOSE_THINK, "open_call": OPEN
          "close_call": CLOSE_CALL, "end": END, "other": OTHER}
 _MODE_NAMES = {START: "content", REASONING: "reasoning", CONTENT: "content", TOOL: "a tool call"}
 _ARRAY_PATH_MIN = 64  # from this many ids, feed() finds atoms and decodes runs with numpy
+_FUNCTION = "<function="  # how an XML call body starts (text, not an atom)
 
 
 @cython.freelist(64)
 cdef class Delta:
-    """New text of one channel: `kind` is "reasoning", "content" or "tool_call";
+    """New output of one channel: `kind` is "reasoning", "content" or "tool_call";
     `index` is the tool call's place (0, 1, ...) for "tool_call", else None.
-    Compares, hashes and unpacks like the tuple (kind, text, index)."""
 
-    def __init__(self, str kind not None, str text not None, index=None):
+    A tool call streams as a first delta that carries its `name` and
+    `call_id` (text ""), then deltas whose `text` are fragments of its
+    `arguments` JSON. `openai()` gives the `choices[0].delta` an OpenAI-style
+    server sends for it. Compares and hashes by all five fields; unpacks like
+    the tuple (kind, text, index)."""
+
+    def __init__(self, str kind not None, str text not None, index=None, *, name=None, call_id=None):
         self.kind = kind
         self.text = text
         self.index = index
+        self.name = name
+        self.call_id = call_id
 
     def __repr__(self):
+        if self.call_id is not None:
+            return (f"Delta(kind={self.kind!r}, text={self.text!r}, index={self.index!r}, "
+                    f"name={self.name!r}, call_id={self.call_id!r})")
         return f"Delta(kind={self.kind!r}, text={self.text!r}, index={self.index!r})"
 
     def __eq__(self, other):
         if not isinstance(other, Delta):
             return NotImplemented
         cdef Delta o = <Delta> other
-        return self.kind == o.kind and self.text == o.text and self.index == o.index
+        return (self.kind == o.kind and self.text == o.text and self.index == o.index
+                and self.name == o.name and self.call_id == o.call_id)
 
     def __hash__(self):
-        return hash((self.kind, self.text, self.index))
+        return hash((self.kind, self.text, self.index, self.name, self.call_id))
 
     def __iter__(self):
         return iter((self.kind, self.text, self.index))
 
     def __reduce__(self):
-        return (Delta, (self.kind, self.text, self.index))
+        if self.call_id is None:
+            return (Delta, (self.kind, self.text, self.index))
+        return (_delta, (self.kind, self.text, self.index, self.name, self.call_id))
+
+    def openai(self):
+        """The `choices[0].delta` dict of an OpenAI-compatible chat stream:
+        {"reasoning_content": text}, {"content": text}, a call's first delta
+        {"tool_calls": [{"index", "id", "type": "function", "function":
+        {"name", "arguments": ""}}]}, then {"tool_calls": [{"index",
+        "function": {"arguments": fragment}}]}."""
+        if self.kind == "content":
+            return {"content": self.text}
+        if self.kind == "reasoning":
+            return {"reasoning_content": self.text}
+        if self.call_id is not None:
+            return {"tool_calls": [{"index": self.index, "id": self.call_id, "type": "function",
+                                    "function": {"name": self.name, "arguments": ""}}]}
+        return {"tool_calls": [{"index": self.index, "function": {"arguments": self.text}}]}
+
+
+def _delta(kind, text, index, name, call_id):
+    """Unpickles a call's first delta (keywords cannot go through __reduce__)."""
+    return Delta(kind, text, index, name=name, call_id=call_id)
 
 
 cdef inline Delta new_delta(str kind, str text, object index):
@@ -177,8 +213,8 @@ cdef class DecodeStreamCore(Utf8Stream):
 
 cdef class ParserCore:
 
-    def __init__(self, tables, dict roles not None, decode_run, decode_text, tool_call,
-                 bint in_reasoning):
+    def __init__(self, tables, dict roles not None, decode_run, decode_text, open_call,
+                 bint in_reasoning, int lead, int first_call_newlines, bint reasoning_calls):
         self.utf8 = Utf8Stream()
         self.parse = tables.parse
         self.spelled = tables.text
@@ -187,10 +223,17 @@ cdef class ParserCore:
         self.roles = roles
         self.decode_run = decode_run
         self.decode_text = decode_text
-        self.tool_call = tool_call
+        self.open_call = open_call
+        self.reader = None
+        self.first_call_newlines = first_call_newlines
+        self.reasoning_calls = reasoning_calls
+        self.reasoning_call_open = False
+        self.pending_call = False
+        self.call_text = []
+        self.tail = ""
+        self.after_call = CONTENT
         self.reasoning = None
         self.content = []
-        self.body = []
         self.calls = []
         self.invalid = []
         self.errors = []
@@ -199,11 +242,8 @@ cdef class ParserCore:
         self.count = 0
         self.result = None
         self._where = "feed()"
-        self.held = False
-        if in_reasoning:
-            self.enter(REASONING, 1)
-        else:
-            self.enter(START, 0)
+        self.held = 0
+        self.enter(REASONING if in_reasoning else START, lead)
 
     # -- feeding -------------------------------------------------------------
 
@@ -247,6 +287,11 @@ cdef class ParserCore:
         elif isinstance(ids, np.ndarray):
             if ids.ndim != 1 or ids.dtype.kind not in "iu":
                 raise TypeError(f"{self._where} takes a 1-D array of integer ids")
+            if ids.dtype.kind == "u" and len(ids):  # range-check before int64 could wrap it
+                bad = ids >= n
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise self._bad_id(int(ids[k]), self.count + k)
             ids = ids.astype(np.int64, copy=False)
         else:
             if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
@@ -315,14 +360,14 @@ cdef class ParserCore:
         """Switch channel; `lead`: how many leading newlines the template wrote."""
         self.mode = mode
         self.lead = lead
-        self.held = False
+        self.held = 0
+        self.line_start = True
         if mode == REASONING:
             if self.reasoning is None:
                 self.reasoning = []
             self.parts, self.kind, self.index = self.reasoning, "reasoning", None
         elif mode == TOOL:
-            self.body = []
-            self.parts, self.kind, self.index = self.body, "tool_call", self.ncalls
+            self.parts, self.kind, self.index = None, "tool_call", self.ncalls - 1
         else:
             self.parts, self.kind, self.index = self.content, "content", None
 
@@ -332,8 +377,14 @@ cdef class ParserCore:
             self.route(text, out)
 
     cdef route(self, str text, list out):
-        """Append decoded text to the current channel, minus template newlines."""
+        """Append decoded text to the current channel, minus template newlines;
+        a tool call's text goes to its reader as it is."""
         cdef Py_ssize_t k = 0, n
+        if self.mode == TOOL:
+            deltas = self.reader.feed(text)
+            if deltas:
+                out.extend(deltas)
+            return
         if self.mode == START:  # text first: no reasoning block can open now
             self.mode = CONTENT
         if self.lead:
@@ -345,23 +396,79 @@ cdef class ParserCore:
                 text = text[k:]
             if not text:
                 return
+        if self.mode == CONTENT and (self.pending_call or self.tail or "<" in text):
+            self.scan_content(text, out)
+        else:
+            self.plain(text, out)
+
+    cdef plain(self, str text, list out):
+        """Emit text, holding back its final newlines (the template may have written them)."""
+        cdef Py_ssize_t k, n
         if self.held:
-            text = "\n" + text
-            self.held = False
-        if text[len(text) - 1] == "\n":  # may be the newline the template writes before an atom
-            self.held = True
-            text = text[: len(text) - 1]
-            if not text:
+            text = "\n" * self.held + text
+            self.held = 0
+        n = len(text)
+        k = n
+        while k > 0 and text[k - 1] == "\n":
+            k -= 1
+        if k < n:
+            self.held = n - k
+            if not k:
                 return
+            text = text[:k]
+        self.emit(text, out)
+
+    cdef scan_content(self, str text, list out):
+        """Content that may hold a call written without its <tool_call> atom: from a
+        `<function=` at the start of a line, text is held until the next atom shows
+        what it is (a </tool_call>: a call; any other: content)."""
+        cdef Py_ssize_t k, nl
+        if self.pending_call:
+            self.call_text.append(text)
+            return
+        if self.tail:
+            text = self.tail + text
+            self.tail = ""
+        cdef bint line_start = self.held > 0 or self.line_start
+        k = text.find(_FUNCTION)
+        while k > 0 and text[k - 1] != "\n":
+            k = text.find(_FUNCTION, k + 1)
+        if k == 0 and not line_start:
+            k = text.find("\n" + _FUNCTION)
+            k = k + 1 if k >= 0 else -1
+        if k >= 0:
+            self.plain(text[:k], out)
+            self.pending_call = True
+            self.call_text = [text[k:]]
+            return
+        nl = text.rfind("\n")
+        if (nl >= 0 or line_start) and nl + 1 < len(text) and _FUNCTION.startswith(text[nl + 1 :]):
+            self.tail = text[nl + 1 :]  # may become `<function=`
+            text = text[: nl + 1]
+        self.plain(text, out)
+
+    cdef flush_pending(self, list out):
+        """Text held as a possible call is content after all."""
+        cdef str text = self.tail
+        if self.pending_call:
+            text = "".join(self.call_text)
+            self.pending_call = False
+            self.call_text = []
+        self.tail = ""
+        if text:
+            self.plain(text, out)
+
+    cdef emit(self, str text, list out):
         self.parts.append(text)
+        self.line_start = text[len(text) - 1] == "\n"
         out.append(new_delta(self.kind, text, self.index))
 
     cdef release(self, list out):
-        """The held newline is text after all."""
+        """The held newlines are text after all."""
         if self.held:
-            self.held = False
-            self.parts.append("\n")
-            out.append(new_delta(self.kind, "\n", self.index))
+            text = "\n" * self.held
+            self.held = 0
+            self.emit(text, out)
 
     # -- atoms ---------------------------------------------------------------
 
@@ -371,43 +478,158 @@ cdef class ParserCore:
             self.route(tail, out)
         cdef int role = self.roles[i]
         cdef int mode = self.mode
+        if self.pending_call and role == CLOSE_CALL:
+            self.recover_call(i, position, out)
+            return
+        if self.pending_call or self.tail:
+            self.flush_pending(out)
         if role == END:
-            self.release(out)
             if mode == TOOL:
-                self.close_call("unterminated tool call (no </tool_call> before the end)")
-            elif mode == REASONING:
+                self.close_call("ended", out)
+                mode = self.after_call
+            else:
+                self.release(out)
+            if mode == REASONING:
                 self.error(position, "the message ended inside reasoning (no </think>)", "")
             self.mode = DONE
         elif role == OPEN_THINK and mode == START:
             self.enter(REASONING, 1)
         elif role == CLOSE_THINK and mode == REASONING:
+            if self.held > 1:  # the template writes one newline before </think>
+                self.held -= 1
+                self.release(out)
+            self.reasoning_call_open = False
             self.enter(CONTENT, 2)
         elif role == OPEN_CALL and (mode == START or mode == CONTENT):
-            self.enter(TOOL, 1)
-            self.ncalls += 1
+            self.open_tool(position, False, out)
+        elif role == OPEN_CALL and mode == REASONING:
+            if self.reasoning_calls:
+                self.error(position, "a tool call inside reasoning (before </think>), parsed as a call "
+                           "as calls_in_reasoning='call' asks", self.spelled_atom(i))
+                self.open_tool(position, True, out)
+            else:
+                self.release(out)
+                self.lead = 0
+                self.emit(self.spelled_atom(i), out)
+                self.reasoning_call_open = True
+                self.error(position, "a tool call inside reasoning (before </think>) is not executed: "
+                           "it stays reasoning text (calls_in_reasoning='call' parses it)",
+                           self.spelled_atom(i))
+        elif role == OPEN_CALL and mode == TOOL:  # the previous call was never closed
+            self.close_call("reopened", out)
+            self.enter(self.after_call, 0)
+            self.open_tool(position, self.after_call == REASONING, out)
         elif role == CLOSE_CALL and mode == TOOL:
-            self.close_call(None)
-            self.enter(CONTENT, 0)
+            self.close_call("closed", out)
+            self.enter(self.after_call, 0)
+        elif role == CLOSE_CALL and mode == REASONING and self.reasoning_call_open:
+            self.release(out)
+            self.lead = 0
+            self.emit(self.spelled_atom(i), out)
+            self.reasoning_call_open = False
         else:
-            spelling = (<bytes> self.spelled[i]).decode("utf-8")
+            spelling = self.spelled_atom(i)
             hint = ""
             if role == CLOSE_THINK and self.reasoning is None:
-                hint = " (if the prompt opened <think>, parse with in_reasoning=True)"
+                hint = " (if the prompt opened <think>, pass the prompt or in_reasoning=True)"
             self.error(position, f"unexpected {spelling} in {_MODE_NAMES[mode]}{hint}", spelling)
+
+    cdef str spelled_atom(self, Py_ssize_t i):
+        return (<bytes> self.spelled[i]).decode("utf-8")
+
+    cdef open_tool(self, Py_ssize_t position, bint in_reasoning, list out):
+        """A <tool_call> opens a call: drop the newlines the template writes before it."""
+        cdef Py_ssize_t expected
+        if self.held:
+            if self.ncalls:
+                expected = 1
+            elif in_reasoning or self.content:
+                expected = self.first_call_newlines
+            elif self.first_call_newlines == 1:
+                # Qwen3 writes its "\n" after any content that is not "", also one of
+                # newlines only, which it may strip to "" (after reasoning): so the
+                # last newline is the template's unless it is the only one
+                expected = 1 if self.held > 1 else 0
+            else:  # 3.5+ writes "\n\n" only after content that is not blank
+                self.error(position, "newlines before the first tool call, with no content before "
+                           "them (the template writes them only after content): dropped",
+                           "\n" * self.held)
+                expected = self.held
+            if self.held > expected:
+                self.held -= expected
+                self.release(out)
+            self.held = 0
+        self.ncalls += 1
+        self.after_call = REASONING if in_reasoning else CONTENT
+        self.reader = self.open_call(self.ncalls - 1, position)
+        self.enter(TOOL, 0)
+
+    cdef recover_call(self, Py_ssize_t i, Py_ssize_t position, list out):
+        """A </tool_call> after a held `<function=` line: a call whose <tool_call>
+        the model left out (repaired, and reported at the </tool_call>)."""
+        body = "".join(self.call_text)
+        self.pending_call = False
+        self.call_text = []
+        self.error(position, "a tool call without <tool_call> (read from its <function= line)",
+                   self.spelled_atom(i))
+        self.open_tool(position, False, out)
+        deltas = self.reader.feed(body)
+        if deltas:
+            out.extend(deltas)
+        self.close_call("closed", out)
+        self.enter(self.after_call, 0)
 
     cdef error(self, Py_ssize_t position, str message, str text):
         self.errors.append({"position": position, "error": message, "text": text})
 
-    cdef close_call(self, object unterminated):
-        body = "".join(self.body)
-        if unterminated is None:
-            call = self.tool_call(body)
-            if isinstance(call, tuple):
-                name, arguments = call
-                self.calls.append({"type": "function", "function": {"name": name, "arguments": arguments}})
-                return
-            unterminated = call
-        self.invalid.append({"index": self.ncalls - 1, "text": body, "error": unterminated})
+    cdef close_call(self, str how, list out):
+        """End the open call (`how`: "closed", "ended", "reopened" or "truncated")."""
+        call, invalid, errors = self.reader.close(how, out)
+        self.reader = None
+        if call is not None:
+            self.calls.append(call)
+        if invalid is not None:
+            self.invalid.append(invalid)
+        if errors:
+            self.errors.extend(errors)
+
+    # -- copies --------------------------------------------------------------
+
+    def __copy__(self):
+        """An independent parser in the same state: feeding one does not change
+        the other (a generate loop that branches, as beam search does)."""
+        import copy
+
+        cdef ParserCore c = type(self).__new__(type(self))
+        c.utf8 = Utf8Stream()
+        c.utf8.pending = self.utf8.pending
+        c.parse, c.spelled, c.is_atom, c.has_gaps = self.parse, self.spelled, self.is_atom, self.has_gaps
+        c.roles, c.decode_run, c.decode_text, c.open_call = self.roles, self.decode_run, self.decode_text, self.open_call
+        c.reader = None if self.reader is None else self.reader.copy()
+        c.mode, c.after_call, c.lead, c.held = self.mode, self.after_call, self.lead, self.held
+        c.first_call_newlines, c.reasoning_calls = self.first_call_newlines, self.reasoning_calls
+        c.reasoning_call_open = self.reasoning_call_open
+        c.pending_call, c.call_text, c.tail = self.pending_call, list(self.call_text), self.tail
+        c.line_start = self.line_start
+        c.kind, c.index = self.kind, self.index
+        c.reasoning = None if self.reasoning is None else list(self.reasoning)
+        c.content = list(self.content)
+        c.parts = c.reasoning if self.parts is self.reasoning else (c.content if self.parts is self.content else None)
+        c.calls = copy.deepcopy(self.calls)
+        c.invalid = copy.deepcopy(self.invalid)
+        c.errors = copy.deepcopy(self.errors)
+        c.trailing = list(self.trailing)
+        c.ncalls, c.count = self.ncalls, self.count
+        c.result = copy.deepcopy(self.result)
+        c._where = self._where
+        return c
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce__(self):
+        raise TypeError(f"a {type(self).__name__} cannot be pickled (it holds the vocabulary's "
+                        "tables); pickle the ids and feed them to a new parser")
 
     # -- the end -------------------------------------------------------------
 
@@ -420,10 +642,13 @@ cdef class ParserCore:
         tail = self.utf8.end()
         if tail:
             self.route(tail, sink)
+        if self.pending_call or self.tail:
+            self.flush_pending(sink)
         if self.mode != DONE:
-            self.release(sink)
             if self.mode == TOOL:
-                self.close_call("unterminated tool call (the completion ends inside it)")
+                self.close_call("truncated", sink)
+            else:
+                self.release(sink)
             self.error(self.count, "truncated: the completion ends without <|im_end|>", "")
         elif self.trailing:
             self.error(self.count - len(self.trailing), "ids after the end of the message",
@@ -437,6 +662,11 @@ cdef class ParserCore:
         if self.invalid:
             msg["invalid_tool_calls"] = self.invalid
         if self.errors:
+            self.errors.sort(key=_position)  # a call's repairs are reported when it closes
             msg["errors"] = self.errors
         self.result = msg
         return msg
+
+
+def _position(error):
+    return error["position"]

@@ -6,82 +6,131 @@ ids, never by their text: only the atom ids `<think>`, `</think>`,
 structure. The same spellings written as ordinary BPE ids are text, so a model
 that explains the tool format does not call a tool.
 
-The grammar is the one `render_chat` writes for a final assistant turn::
+The grammar is the one the renderer writes for a final assistant turn::
 
     [<think> "\\n" REASONING "\\n" </think> "\\n\\n"] CONTENT
-    ("\\n" <tool_call> "\\n" BODY "\\n" </tool_call>)* <|im_end|>
+    (NEWLINES <tool_call> "\\n" BODY "\\n" </tool_call>)* <|im_end|>
 
-and the newlines the template adds are removed exactly as it adds them: one
-after `<think>` and one before `</think>`, up to two after `</think>`, one
-before each `<tool_call>`, one on each side of a tool call body. So parsing
-what `render_chat` + `encode_chat` wrote for a final assistant turn gives that
-turn back (content with leading newlines stripped and reasoning stripped of
-newlines, as the template renders them; dict arguments as their `tojson` text).
+where NEWLINES before the first call are "\\n" (Qwen3, Qwen3-2507) or
+"\\n\\n" (Qwen3.5, 3.6, 3.8) after content and nothing without content, and
+"\\n" between calls. The newlines the template adds are removed exactly as it
+adds them: one after `<think>` (none when the prompt itself wrote
+`<think>\\n`) and one before `</think>`, up to two after `</think>`, those
+before each `<tool_call>`. Newlines before a first call with no content are
+not the template's: they are dropped and reported. A call's BODY is read by
+qwen4exp.tool_calls (JSON or XML, typed by the tools' schemas).
 
-`in_reasoning=True` is for prompts that end inside an opened `<think>` (the
-ids start with reasoning; one leading newline is the template's, as after a
-generated `<think>`).
+The prompt (`RenderedChat`, rendered with `add_generation_prompt=True`) gives
+the format, the tools, and whether its generation prompt opened `<think>`;
+the keywords override it. Without either, the format is Qwen3's and nothing
+is open.
 
 Bad output never raises and never loses text (ids that are not in the
 vocabulary raise `Qwen4ExpError`, and a failed `feed` changes nothing). The
 message has the four OpenAI keys, and only when something was wrong:
 
 * ``invalid_tool_calls``: ``[{"index", "text", "error"}]``, a tool call whose
-  body is not ``{"name": str, "arguments": {...}}`` JSON or is cut off;
-  ``text`` is the whole body, ``index`` its place among the tool calls (as in
-  `Delta.index`);
+  body cannot be read or is cut off; ``text`` is the whole body, ``index`` its
+  place among the tool calls (as in `Delta.index`);
 * ``errors``: ``[{"position", "error", "text"}]`` with ``position`` an index
   into the ids: an atom that has no place there (``<|im_start|>``,
   ``<tool_response>``, a second ``<think>``, ...; its spelling is ``text`` and
-  it is not copied into content or reasoning, which only ever hold BPE text),
-  reasoning never closed, a completion without ``<|im_end|>`` (truncated; text
-  ``""``), or ids after the end (their decoded ``text``).
+  it is not copied into content or reasoning), a tool call inside reasoning
+  (kept as reasoning text unless ``calls_in_reasoning="call"``), each repair
+  of a call body (at the call's `<tool_call>`), reasoning never closed, a
+  completion without ``<|im_end|>`` (truncated; text ``""``), or ids after
+  the end (their decoded ``text``).
 """
 
 from __future__ import annotations
 
-import json
-from json.decoder import scanstring
+import hashlib
 
 from ._stream import ROLES, Delta, ParserCore
-from .chat import IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END
+from .chat_validate import JSON_CALLS, XML_PYTHON
 from .errors import Qwen4ExpError, id_error
-from .requests import reject_constant
+from .formats import chat_format as format_named
+from .markers import Marker
+from .segments import Kind, RenderedChat
+from .tool_calls import CallContext
 
-__all__ = ["CompletionParser", "Delta"]
-
-END_OF_TEXT = "<|endoftext|>"
+__all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
 
 _STRUCTURE = (
-    (THINK, "open_think"), (THINK_END, "close_think"), (TOOL_CALL, "open_call"),
-    (TOOL_CALL_END, "close_call"), (IM_END, "end"), (END_OF_TEXT, "end"),
+    (Marker.THINK, "open_think"), (Marker.THINK_END, "close_think"), (Marker.TOOL_CALL, "open_call"),
+    (Marker.TOOL_CALL_END, "close_call"), (Marker.IM_END, "end"), (Marker.END_OF_TEXT, "end"),
 )
+
+
+#: The policies for a `<tool_call>` inside reasoning: "text" (the default) keeps
+#: it as reasoning text and reports it; "call" parses it as a call.
+CALLS_IN_REASONING = ("text", "call")
+
+_IM_START = Marker.IM_START.data
+_THINK = Marker.THINK.data
+_THINK_END = Marker.THINK_END.data
+_ASSISTANT = b"assistant\n"
 
 
 class CompletionParser(ParserCore):
     """Streaming form of `Tokenizer.parse_completion`: `feed(ids)` returns the
     new `Delta`s, `finish()` the message (the same dict every call).
 
-    Text is emitted as soon as its bytes form characters, except a final
-    newline, held until the next id shows whether the template wrote it (it is
-    released at `<|im_end|>`; on a truncated completion it is only in
-    `finish()`'s message). Work is linear in the number of ids; the per-id
-    state machine is native (pyx/_stream.pyx).
+    Text is emitted as soon as its bytes form characters, except final
+    newlines, held until the next id shows whether the template wrote them
+    (released at `<|im_end|>`; on a truncated completion they are only in
+    `finish()`'s message), and, inside a tool call, text that could still be a
+    closing tag. `copy.copy(parser)` is an independent parser in the same
+    state. Work is linear in the number of ids; the per-id state machine is
+    native (pyx/_stream.pyx).
     """
 
     __slots__ = ("_n_vocab",)
 
-    def __init__(self, tok, *, in_reasoning: bool = False) -> None:
-        if not isinstance(in_reasoning, bool):
-            raise TypeError(f"in_reasoning must be a bool, not {type(in_reasoning).__name__}")
+    def __init__(self, tok, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
+                 tools=None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
+        if prompt is not None and not isinstance(prompt, RenderedChat):
+            raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
+                            f"not {type(prompt).__name__}")
+        if chat_format is None:
+            chat_format = (prompt.chat_format if prompt is not None else None) or "qwen3"
+        calls = format_named(chat_format).rules.calls  # ChatFormatError for an unknown name
+        # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
+        # never "<think>" in a prompt; the 3.5+ family (XML calls) "\n\n" and "<think>\n"
+        xml = calls != JSON_CALLS
+        if in_reasoning is not None and not isinstance(in_reasoning, bool):
+            raise TypeError(f"in_reasoning must be a bool or None, not {type(in_reasoning).__name__}")
+        if calls_in_reasoning not in CALLS_IN_REASONING:
+            raise ValueError(f"calls_in_reasoning must be one of {CALLS_IN_REASONING}, not {calls_in_reasoning!r}")
+        opened, lead = False, 0
+        if prompt is not None:
+            opened, lead = _generation_prompt(prompt)
+            if tools is None:
+                tools = _request_tools(prompt)
+        if in_reasoning is None:
+            in_reasoning = opened
+        elif in_reasoning != opened:  # the caller knows better than the prompt
+            lead = 0 if not in_reasoning or xml else 1
+        seed = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
+        if prompt is not None:
+            seed.update(prompt.data)  # call ids differ from one prompt to the next
+        context = CallContext(tools, calls == XML_PYTHON, seed.digest())
         atoms = tok.atoms
         roles = {i: ROLES["other"] for i in atoms.values()}
-        for spelling, role in _STRUCTURE:
-            if spelling in atoms:
-                roles[atoms[spelling]] = ROLES[role]
+        for marker, role in _STRUCTURE:
+            if marker.value in atoms:
+                roles[atoms[marker.value]] = ROLES[role]
         tables = tok._id_tables()
-        super().__init__(tables, roles, tok._native.decode_bytes, tok.decode, tool_call, in_reasoning)
+        super().__init__(
+            tables, roles, tok._native.decode_bytes, tok.decode, context.reader,
+            in_reasoning, lead, 2 if xml else 1, calls_in_reasoning == "call",
+        )
         self._n_vocab = tables.n_vocab
+
+    def __copy__(self) -> "CompletionParser":
+        copy = super().__copy__()
+        copy._n_vocab = self._n_vocab
+        return copy
 
     # The native feed() calls these to build its errors.
     def _bad_id(self, id, index: int) -> Exception:
@@ -91,106 +140,35 @@ class CompletionParser(ParserCore):
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
-# -- tool call bodies ----------------------------------------------------------
-
-_PREFIX = '{"name": "'
-_SEPARATOR = '", "arguments": '
-_SEPARATOR_TRIES = 8  # a name or arguments that spell the separator: bounded work
-_WS = " \t\n\r"
-
-
-
-_DECODER = json.JSONDecoder(parse_constant=reject_constant)
-
-
-def _json_object(text: str) -> bool:
-    """Whether `text` is a JSON object, as render_chat requires of string arguments."""
-    try:
-        return isinstance(_DECODER.decode(text), dict)
-    except (ValueError, RecursionError):
-        return False
-
-
-def tool_call(body: str) -> tuple[str, str] | str:
-    """(name, arguments JSON text) of a tool call body, or why it is invalid.
-
-    First the template's own form, `{"name": "NAME", "arguments": ARGS}` with
-    the name verbatim (the template does not escape it), so that rendered
-    calls come back exactly; then any JSON object with exactly the keys
-    "name" (a non-empty string) and "arguments" (an object), whose arguments
-    text is kept as written.
-    """
-    if body.startswith(_PREFIX) and body.endswith("}"):
-        start = len(_PREFIX)
-        at = body.find(_SEPARATOR, start)
-        for _ in range(_SEPARATOR_TRIES):
-            if at < 0:
-                break
-            if at > start:
-                arguments = body[at + len(_SEPARATOR) : -1]
-                if _json_object(arguments):
-                    return body[start:at], arguments
-            at = body.find(_SEPARATOR, at + 1)
-    try:
-        members = _members(body)
-    except (ValueError, RecursionError) as exc:
-        return f"the tool call is not a JSON object ({exc})"
-    keys = [k for k, _, _ in members]
-    for key in keys:
-        if keys.count(key) > 1:
-            return f"the tool call has the key {key!r} twice"
-        if key not in ("name", "arguments"):
-            return f"the tool call has an unexpected key {key!r} (only name and arguments)"
-    values = {k: (v, raw) for k, v, raw in members}
-    if "name" not in values or "arguments" not in values:
-        return "the tool call needs both name and arguments"
-    name = values["name"][0]
-    if not isinstance(name, str) or not name:
-        return "the tool call's name is not a non-empty string"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "the tool call's name is not valid Unicode (a lone surrogate escape)"
-    if not isinstance(values["arguments"][0], dict):
-        return f"the tool call's arguments are a JSON {type(values['arguments'][0]).__name__}, not an object"
-    return name, values["arguments"][1]
+def _generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
+    """(whether the prompt's generation prompt opened <think>, how many template
+    newlines the completion still starts with). Raises Qwen4ExpError for a
+    chat that does not end with a generation prompt."""
+    data, bounds = chat.data, chat._bounds
+    parts = []  # the last segments, last first: (is_control, bytes)
+    control = chat.segments[-1].kind is Kind.TRUSTED_CONTROL if len(bounds) > 1 else False
+    for k in range(len(bounds) - 1, max(0, len(bounds) - 8), -1):
+        parts.append((control, data[bounds[k - 1] : bounds[k]]))
+        control = not control
+    if parts and parts[0][0]:
+        parts.insert(0, (False, b""))  # no text after the last marker
+    tail = [p for _, p in parts]
+    newlines = tail[0] if tail and tail[0].strip(b"\n") == b"" else None
+    if len(tail) >= 3 and tail[1].endswith(_IM_START) and tail[0] == _ASSISTANT:
+        return False, 0
+    if newlines is not None and len(tail) >= 4 and tail[1] == _THINK and tail[2] == _ASSISTANT \
+            and tail[3].endswith(_IM_START) and len(newlines) <= 1:
+        return True, 1 - len(newlines)
+    if newlines is not None and len(tail) >= 6 and tail[1] == _THINK_END and tail[3] == _THINK \
+            and tail[4] == _ASSISTANT and tail[5].endswith(_IM_START) and len(newlines) <= 2:
+        return False, 2 - len(newlines)
+    raise Qwen4ExpError(
+        "prompt: the chat does not end with a generation prompt (<|im_start|>assistant\\n, "
+        "optionally <think>); render it with add_generation_prompt=True"
+    )
 
 
-def _members(s: str) -> list[tuple[str, object, str]]:
-    """(key, value, value's text) of each member of the JSON object `s`."""
-    i = _skip(s, 0)
-    if s[i : i + 1] != "{":
-        raise ValueError("it does not start with '{'")
-    i = _skip(s, i + 1)
-    out = []
-    if s[i : i + 1] == "}":
-        i += 1
-    else:
-        while True:
-            if s[i : i + 1] != '"':
-                raise ValueError(f"expected a key at character {i}")
-            key, i = scanstring(s, i + 1)
-            i = _skip(s, i)
-            if s[i : i + 1] != ":":
-                raise ValueError(f"expected ':' at character {i}")
-            i = _skip(s, i + 1)
-            value, end = _DECODER.raw_decode(s, i)
-            out.append((key, value, s[i:end]))
-            i = _skip(s, end)
-            c = s[i : i + 1]
-            i += 1
-            if c == "}":
-                break
-            if c != ",":
-                raise ValueError(f"expected ',' or '}}' at character {i - 1}")
-            i = _skip(s, i)
-    if _skip(s, i) != len(s):
-        raise ValueError(f"extra text after the object at character {i}")
-    return out
-
-
-def _skip(s: str, i: int) -> int:
-    n = len(s)
-    while i < n and s[i] in _WS:
-        i += 1
-    return i
+def _request_tools(chat: RenderedChat):
+    """The tools the chat was rendered with (None when it does not say)."""
+    request_tools = getattr(chat, "request_tools", None)
+    return request_tools() if request_tools is not None else None

@@ -8,11 +8,13 @@ a caller through the explicit `SegmentBuilder.control`, vouched for).
 from __future__ import annotations
 
 import enum
+import json
 from functools import partial
 from itertools import accumulate, cycle
 from typing import NamedTuple
 
 from .errors import surrogate_error
+from .markers import Marker
 
 __all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
 
@@ -126,6 +128,28 @@ class RenderedChat:
                 for k, r in enumerate(roles)
             )
         return self._spans
+
+    def request_tools(self) -> list | None:
+        """The tool schemas the chat was rendered with (None: no tools).
+
+        Read back from the tools preamble: the system turn's first text when
+        the marker after it is `<tool_call>` (only the preamble writes one
+        there, and caller text cannot write a marker), one `tojson` line per
+        tool after its last line `<tools>`. The same in every format.
+        """
+        b = self._bounds
+        if len(b) < 4 or not self._first_control:
+            return None
+        text, after = self._data[b[1] : b[2]], self._data[b[2] : b[3]]
+        if not text.startswith(b"system\n") or not after.startswith(Marker.TOOL_CALL.data):
+            return None
+        lines = text.split(b"\n")
+        try:
+            start = len(lines) - 1 - lines[::-1].index(b"<tools>")
+            end = lines.index(b"</tools>", start)
+        except ValueError:
+            return None
+        return [json.loads(line) for line in lines[start + 1 : end]]
 
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
                 marks=((), ()), chat_format: str | None = None) -> None:

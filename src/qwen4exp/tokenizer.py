@@ -401,14 +401,24 @@ class Tokenizer:
         tables = self._id_tables()
         return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
 
-    def completion_parser(self, *, in_reasoning: bool = False) -> CompletionParser:
-        """A streaming parser of the ids a model generates after `<|im_start|>assistant\\n`."""
-        return CompletionParser(self, in_reasoning=in_reasoning)
+    def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
+                          tools=None, in_reasoning: bool | None = None,
+                          calls_in_reasoning: str = "text") -> CompletionParser:
+        """A streaming parser of the ids a model generates after `prompt` (a
+        RenderedChat rendered with add_generation_prompt=True, which gives the
+        chat format, the tools and whether reasoning is open; the keywords
+        override it): `feed(ids) -> [Delta]`, `finish() -> dict`."""
+        return CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
+                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
 
-    def parse_completion(self, ids: Iterable[int], *, in_reasoning: bool = False) -> dict:
-        """The assistant message (OpenAI style) that generated ids spell; structure
-        comes only from atom ids."""
-        parser = CompletionParser(self, in_reasoning=in_reasoning)
+    def parse_completion(self, ids: Iterable[int], prompt: RenderedChat | None = None, *,
+                         chat_format: str | None = None, tools=None, in_reasoning: bool | None = None,
+                         calls_in_reasoning: str = "text") -> dict:
+        """The assistant message (OpenAI style: role, content, reasoning_content,
+        tool_calls with ids and typed arguments) that generated ids spell after
+        `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
+        parser = CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
+                                  in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
         parser._where = "parse_completion()"
         if isinstance(ids, np.ndarray):  # checked here: the parser's int64 view would wrap a uint64 id
             ids = _ids_array(ids, self._n_vocab, "parse_completion()")
