@@ -579,3 +579,35 @@ def test_batch_progress_bar(tmp_path, jsonl_in):
     assert r.returncode == 0, r.stderr
     assert "rec/s" in r.stderr and "MB/s" in r.stderr
     assert np.array_equal(_read_parquet(tmp_path / "o.parquet")[0], np.arange(50))
+
+
+def test_parse_after_a_prompt(tok36, tmp_path):
+    """--prompt: the chat request the ids answer gives the format, the tools that
+    type the arguments and the open <think>; --tools and --chat-format without it."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+    request = {"messages": [{"role": "user", "content": "Weather?"}], "tools": tools, "chat_format": "qwen3.6"}
+    prompt = render_chat(request["messages"], tools=tools, chat_format="qwen3.6", add_generation_prompt=True)
+    reply = ("Why not.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+             "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call><|im_end|>")
+    ids = []
+    for part in reply.replace("</think>", "\0</think>\0").replace("<tool_call>", "\0<tool_call>\0").replace(
+            "</tool_call>", "\0</tool_call>\0").replace("<|im_end|>", "\0<|im_end|>\0").split("\0"):
+        ids += [tok36.atoms[part]] if part in tok36.atoms else tok36.encode(part)
+    expected = tok36.parse_completion(ids, prompt)
+    assert json.loads(expected["tool_calls"][0]["function"]["arguments"]) == {"city": "42", "days": 3}
+    f, ids_file = tmp_path / "request.json", tmp_path / "ids.json"
+    f.write_text(json.dumps({k: v for k, v in request.items() if k != "chat_format"}))
+    ids_file.write_text(json.dumps(ids))
+    r = cli("parse", "--prompt", f, "--chat-format", "qwen3.6", "--file", ids_file)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == expected
+    # without the prompt: keywords; the ids differ (the prompt seeds them)
+    t = tmp_path / "tools.json"
+    t.write_text(json.dumps(tools))
+    got = json.loads(cli("parse", "--chat-format", "qwen3.6", "--tools", t, "--in-reasoning", "--file", ids_file).stdout)
+    assert [c["function"] for c in got["tool_calls"]] == [c["function"] for c in expected["tool_calls"]]
+    assert got["reasoning_content"] == expected["reasoning_content"] == "Why not."
+    t.write_text("{")
+    r = cli("parse", "--tools", t, "1")
+    assert r.returncode == 3 and "invalid JSON" in r.stderr

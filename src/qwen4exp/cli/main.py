@@ -125,6 +125,7 @@ exit codes:
 examples:
   qwen4exp parse 151667 198 40 ... 151645
   qwen4exp parse --vocab qwen3.6 --file completion_ids.json --indent 2
+  qwen4exp parse --prompt request.json --file completion_ids.json
 
 exit codes:
 """ + _USAGE_INPUT_CODES.format(input="unreadable input, not integers, an id outside the vocabulary"),
@@ -521,11 +522,34 @@ def cmd_decode(args) -> int:
     return EXIT_OK
 
 
+def _load_tools(path: str) -> list:
+    """--tools FILE: a JSON list of tool schemas (or a request object's "tools")."""
+    where = "stdin" if path == "-" else path
+    try:
+        tools = loads_json(_decode_utf8(_read_bytes(path), where).removeprefix("\ufeff"))
+    except JsonError as exc:
+        raise InputError(f"{where}: invalid JSON: {exc}") from None
+    if isinstance(tools, dict) and "tools" in tools:
+        tools = tools["tools"]
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise InputError(f"{where}: expected a JSON list of tool schemas (objects)")
+    return tools
+
+
 def cmd_parse(args) -> int:
     ids = _read_ids(args)
+    prompt = None
+    if args.prompt is not None:  # the chat request the ids answer, with its generation prompt
+        messages, options = _load_request(args.prompt, args)
+        options["add_generation_prompt"] = True
+        prompt = _render(messages, options, "stdin" if args.prompt == "-" else args.prompt)
+        args.chat_format = args.chat_format or prompt.chat_format  # and its models' vocabulary
+    tools = None if args.tools is None else _load_tools(args.tools)
     tok = tokenizer_of(args)
     try:
-        message = tok.parse_completion(ids, in_reasoning=args.in_reasoning)
+        message = tok.parse_completion(ids, prompt, chat_format=args.chat_format, tools=tools,
+                                       in_reasoning=True if args.in_reasoning else None,
+                                       calls_in_reasoning=args.calls_in_reasoning)
     except Qwen4ExpError as exc:
         raise InputError(str(exc)) from None
     _write(json.dumps(message, ensure_ascii=False, indent=args.indent) + "\n")
@@ -654,12 +678,21 @@ def build_parser() -> argparse.ArgumentParser:
         "OpenAI-style assistant message: role, content, reasoning_content, tool_calls\n"
         "(and invalid_tool_calls / errors when the output was malformed or cut off).\n"
         f"Structure comes only from atom ids: {Marker.THINK} spelled by ordinary BPE ids is\n"
-        "text. Ids as for `decode`.",
+        "text. Ids as for `decode`. --prompt FILE is the chat request the ids answer\n"
+        "(as for `render`; rendered with its generation prompt): it gives the chat\n"
+        f"format, the tools that type the arguments, and whether {Marker.THINK} is open.",
         cmd_parse,
     )
     ids_opts(sp)
+    sp.add_argument("--prompt", metavar="FILE|-", help="the chat request the ids answer (JSON)")
+    sp.add_argument("--tools", metavar="FILE|-",
+                    help="a JSON list of tool schemas that type the arguments (default: the prompt's)")
+    add_chat_format_argument(sp)
     sp.add_argument("--in-reasoning", action="store_true",
                     help=f"the prompt already opened {Marker.THINK}: the ids start inside reasoning")
+    sp.add_argument("--calls-in-reasoning", choices=("text", "call"), default="text",
+                    help=f"a {Marker.TOOL_CALL} before {Marker.THINK_END}: kept as reasoning text "
+                         "(default) or parsed as a call")
     sp.add_argument("--indent", type=int, default=None, metavar="N", help="indent the JSON by N spaces")
     tokenizer_opt(sp)
 
