@@ -8,7 +8,7 @@ transformers: `apply_chat_template(..., tokenize=True)` with the Qwen3 template
 of the bundled vocab/. Same 200 atom-free conversations (bench_render's
 corpus); the ids are checked equal once up front.
 
-The chat hot path (`test_bench_chat_hot_path`, issue 10), in one run:
+The chat hot path (`test_bench_chat_hot_path`), in one run:
 
 * a fresh ~4 KB conversation (system prompt, tools, 3 user turns, a tool
   call and its result), render + encode: qwen4exp, transformers, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Local vs Ray (issue 12): records/s and MB/s on this machine, as markdown.
+"""Local vs Ray: records/s and MB/s on this machine, as markdown.
 
     PYTHONPATH=src python bench/bench_ray.py            # ~2-4 min on 2 cores
     PYTHONPATH=src python bench/bench_ray.py --rounds 1

@@ -6,7 +6,7 @@
     python bench/report.py --output bench/RESULTS.md
     python bench/report.py --peers qwen4exp,fastokens --no-long-word --no-parity   # the targets only
 
-Sections: qwen4exp against fastokens (the targets of issue 9); single-
+Sections: qwen4exp against fastokens (the speed targets); single-
 threaded encode throughput (all peers interleaved round by round: the whole
 corpus in one call, fresh documents on a warm object, and cold objects);
 long-word cost growth (20,000 vs 200,000 characters); batch encoding with 1
@@ -576,7 +576,7 @@ def cli_section() -> list[str]:
 
 
 def targets_section(single, batch_ratios) -> list[str]:
-    """Issue 9's bar: qwen4exp against fastokens, from this run's numbers."""
+    """The speed targets: qwen4exp against fastokens, from this run's numbers."""
     lines = ["## qwen4exp against fastokens (the targets)", "",
              "| measurement | corpus | qwen4exp / fastokens speed | target | |",
              "| --- | --- | ---: | ---: | :---: |"]

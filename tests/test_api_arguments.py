@@ -1,4 +1,4 @@
-"""numpy scalars and str subclasses given to every public function (issue 13).
+"""numpy scalars and str subclasses given to every public function.
 
 What a caller gets from numpy (`numpy.str_` from a string array, `numpy.int64`
 counts, `numpy.bool_` flags) must work wherever the plain Python type does and
@@ -163,7 +163,7 @@ def test_reprs(tok, hf_full):
 
 
 def test_token_buffer_shared_between_threads(tok):
-    """Issue 13 item 6: appends from several threads are all kept, each whole."""
+    """Appends from several threads are all kept, each whole."""
     stream = SegmentBuilder().control("<|im_start|>").text("user\n" + TEXT).control("<|im_end|>").build()
     one = tok.encode_chat(stream).tolist()
     buf = TokenBuffer(1)

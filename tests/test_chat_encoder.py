@@ -1,4 +1,4 @@
-"""Incremental chat encoding (issue 10): `Tokenizer.chat_encoder()`.
+"""Incremental chat encoding: `Tokenizer.chat_encoder()`.
 
 Every result is compared with a full `encode_chat` of the same chat, over
 random edit sequences of the kinds a server sees: a turn appended, a message

@@ -1,4 +1,4 @@
-"""Render + encode end to end (issue 4): parity with transformers' ids and provenance.
+"""Render + encode end to end: parity with transformers' ids and provenance.
 
 The reference ids are transformers' `apply_chat_template(..., tokenize=True)`
 with the Qwen3 template of the bundled vocabulary: on atom-free conversations

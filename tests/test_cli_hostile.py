@@ -1,5 +1,5 @@
 """Hostile JSON in every command that reads JSON, corrupt inputs of every
-format and compression, and tokenizer files tampered in each field (issue 13).
+format and compression, and tokenizer files tampered in each field.
 
 Every case must end in one `qwen4exp CMD: error: ...` line with the documented
 exit code (3: input error; 2: a bad --tokenizer; batch --on-error skip: 1 with
@@ -203,7 +203,7 @@ def _check_corrupt_parquet(tmp_path, capsys, codec, where):
 @pytest.mark.parametrize("layout", ["dictionary", "string_view", "large_string", "binary",
                                     "dictionary_large"])
 def test_parquet_messages_column_layouts(tmp_path, capsys, layout, tok):
-    """A `messages` column of JSON text in any string layout (issue 13 item 8)."""
+    """A `messages` column of JSON text in any string layout."""
     from qwen4exp.chat import render_chat
 
     conv = [[{"role": "user", "content": f"hello {i}"}] for i in range(3)]
@@ -292,7 +292,7 @@ def test_tampered_tokenizer_json_is_refused(tmp_path, monkeypatch, vocab_json, f
 
 
 def test_added_token_inside_bpe_range_is_refused(tmp_path, monkeypatch, vocab_json):
-    """Issue 13 item 5: {"id": 5, "content": "<|im_end|>"} would make DATA text yield an atom id."""
+    """A tampered added token {"id": 5, "content": "<|im_end|>"} would make DATA text yield an atom id."""
     from qwen4exp import Qwen4ExpError, Tokenizer
 
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""Every pair of `qwen4exp batch` paths that may alias (issue 13).
+"""Every pair of `qwen4exp batch` paths that may alias.
 
 `batch IN OUT --errors IN` used to destroy IN (the errors file is written by
 rename), and `--errors OUT` was silently overwritten by OUT's rename. Each

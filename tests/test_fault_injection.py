@@ -1,4 +1,4 @@
-"""Allocation-failure injection (issue 6; docs/FORMAT.md, "Transactions").
+"""Allocation-failure injection (docs/FORMAT.md, "Transactions").
 
 `qwen4exp._alloc.fail_allocation(k)` makes the k-th native allocation from
 then on fail (a test hook: it only arms in a process started with

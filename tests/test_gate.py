@@ -1,4 +1,4 @@
-"""`qwen4exp gate` (issue 14): passes on both bundled vocabularies, fails on
+"""`qwen4exp gate`: passes on both bundled vocabularies, fails on
 tampered tokenizer files naming the check and the atom, and keeps its exit codes."""
 
 import importlib.util

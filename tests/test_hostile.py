@@ -1,4 +1,4 @@
-"""Hostile input (issue 6): fuzz regressions, hypothesis fuzzing, a short soak.
+"""Hostile input: fuzz regressions, hypothesis fuzzing, a short soak.
 
 * Every input that ever made a fuzz harness fail is kept under
   tests/data/fuzz_regressions/<harness>/ (raw harness bytes, or a .json case)

@@ -1,4 +1,4 @@
-"""Training masks (issue 12): `RenderedChat.message_spans` and
+"""Training masks: `RenderedChat.message_spans` and
 `encode_chat(chat, return_masks=True)`.
 
 The expectations are computed independently of the renderer and the mask

@@ -1,4 +1,4 @@
-"""Resource bounds (issue 6): time linear in the input for every input shape,
+"""Resource bounds: time linear in the input for every input shape,
 memory for one call linear in the input, and bounded memory for a long-lived
 tokenizer (the word cache is bounded).
 

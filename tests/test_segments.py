@@ -1,4 +1,4 @@
-"""The segmented adapter (issue 4): geometry, atoms, provenance, transactions."""
+"""The segmented adapter: geometry, atoms, provenance, transactions."""
 
 import numpy as np
 import pytest

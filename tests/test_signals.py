@@ -1,4 +1,4 @@
-"""Signals and exceptions at every point of the native batch (issue 13).
+"""Signals and exceptions at every point of the native batch.
 
 A signal handler that raises (Ctrl-C's KeyboardInterrupt, a SIGALRM timeout)
 used to land in `threading.Thread.start()` / `join()` inside the batch, which

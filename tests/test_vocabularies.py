@@ -1,4 +1,4 @@
-"""The bundled vocabularies and `Tokenizer.from_file`'s pipeline checks (issue 14).
+"""The bundled vocabularies and `Tokenizer.from_file`'s pipeline checks.
 
 "qwen3.6" is compiled at build time from the shipped tiktoken ranks; the
 reference is the tokenizer.json transformers' TikTokenConverter makes from the

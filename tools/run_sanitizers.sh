@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs of the native core (issue 6), in a copy of the tree so the
+# Sanitizer runs of the native core, in a copy of the tree so the
 # shared in-place .so files are never touched.
 #
 #   tools/run_sanitizers.sh            # ASan+UBSan build, test slice under ASan
