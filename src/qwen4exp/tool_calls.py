@@ -71,9 +71,8 @@ _SEPARATOR_TRIES = 8  # a name or arguments that spell the separator: bounded wo
 _ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-def _string(text: str) -> str:
-    """`text` as a JSON string (non-ASCII as it is, as `tojson` writes it)."""
-    return json.dumps(text, ensure_ascii=False)
+# `text` as a JSON string, non-ASCII as it is (what `tojson` writes; json's C encoder)
+_string = json.encoder.encode_basestring
 
 
 def call_id(seed: bytes, index: int, name: str) -> str:
@@ -254,7 +253,17 @@ class CallReader:
 
     def feed(self, text: str) -> list:
         self.raw.append(text)
-        if self.state >= _JSON_ANY:  # read whole at the end
+        state = self.state
+        if state == _VALUE and not self.buf and "\n" not in text and "<" not in text:
+            # inside a value, nothing that could close it: the common case, taken at once
+            self.has_text = True
+            if self.mode != _STREAM:
+                self.value.append(text)
+                return []
+            fragment = _string(text)[1:-1]
+            self.args.append(fragment)
+            return [Delta("tool_call", fragment, self.index)]
+        if state >= _JSON_ANY:  # read whole at the end
             return []
         self.buf += text
         out: list = []
