@@ -14,7 +14,7 @@ Needs pyarrow (pip install ".[cli]" from a clone of the repository).
     python examples/sft_dataset.py IN.jsonl OUT.parquet
 
 The command line does the same at corpus scale (threads, errors per line,
-Ray): qwen4exp batch IN.jsonl OUT.parquet --masks --keep-columns
+Ray): qwen4exp batch IN.jsonl OUT.parquet --masks --keep-columns --chat-format qwen3
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import qwen4exp
+
+# The chat format and vocabulary of the model being trained: ("qwen3.6", "qwen3.6")
+# for Qwen3.6, ("qwen3-2507", "qwen3") for Qwen3-Instruct-2507, ... (README, "Formats
+# and vocabularies").
+CHAT_FORMAT, VOCABULARY = "qwen3", "qwen3"
 
 SAMPLE = [
     {"messages": [{"role": "user", "content": "Name a prime number."},
@@ -46,7 +51,7 @@ SAMPLE = [
 def convert(src: str, dst: str, tok: qwen4exp.Tokenizer) -> pa.Table:
     with open(src, encoding="utf-8") as f:
         requests = [json.loads(line) for line in f if line.strip()]
-    chats = [qwen4exp.render_chat(r["messages"], tools=r.get("tools")) for r in requests]
+    chats = [qwen4exp.render_chat(r["messages"], tools=r.get("tools"), chat_format=CHAT_FORMAT) for r in requests]
     encoded = tok.encode_chats(chats, return_masks=True)  # native threads, results in order
     table = pa.table({
         "ids": pa.array([e.ids for e in encoded], type=pa.list_(pa.int32())),
@@ -59,7 +64,7 @@ def convert(src: str, dst: str, tok: qwen4exp.Tokenizer) -> pa.Table:
 
 
 def main(argv: list[str]) -> None:
-    tok = qwen4exp.Tokenizer()
+    tok = qwen4exp.Tokenizer(VOCABULARY)
     with tempfile.TemporaryDirectory() as tmp:
         if argv:
             src, dst = argv
