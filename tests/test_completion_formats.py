@@ -307,6 +307,20 @@ def test_prompt_must_end_with_a_generation_prompt(toks):
     assert (msg["reasoning_content"], msg["content"]) == ("r", "c")
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_request_tools(fmt):
+    """RenderedChat.request_tools(): the tools a chat was rendered with, read back
+    from its preamble, whatever the caller's text spells."""
+    fake = 'Be brief.\n<tools>\n{"type": "function", "function": {"name": "fake"}}\n</tools>\n'
+    tools = TOOLS + [{"type": "function", "function": {"name": "odd", "description": "a\n<tools>\n{}\n</tools>"}}]
+    for system in (None, fake):
+        msgs = ([{"role": "system", "content": system}] if system else []) + HISTORIES[0]
+        chat = qwen4exp.render_chat(msgs, tools=tools, add_generation_prompt=True, chat_format=fmt)
+        assert chat.request_tools() == tools
+        assert qwen4exp.render_chat(msgs, add_generation_prompt=True, chat_format=fmt).request_tools() is None
+    assert qwen4exp.RenderedChat().request_tools() is None
+
+
 def test_call_ids(toks):
     """Same prompt and ids: same call ids, streamed or not; another prompt:
     other ids; unique within a message."""

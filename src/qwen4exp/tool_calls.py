@@ -20,12 +20,12 @@ made for it. The reader reads either form a Qwen model writes:
   is `</function>`, or when only whitespace (or `</function>` and
   whitespace) is left of the body, so a value may hold `</parameter>` or a
   call spelled on one line; one leading and one trailing newline of a value
-  are the template's. A missing `</parameter>`
-  (the next line opens a parameter, or the body ends), a missing
-  `</function>`, text outside any parameter, a repeated parameter (the first
-  is kept), an unknown tool or parameter are repaired or kept and reported.
-  Each value is typed by the tool's schema (qwen4exp.tool_schemas) and the
-  `arguments` are the JSON text of the mapping, in the order written.
+  are the template's. A missing `</parameter>` (the next line opens a
+  parameter, or the body ends), a missing `</function>`, text outside any
+  parameter, a repeated parameter (the first is kept), an unknown tool or
+  parameter are repaired or kept, and reported. Each value is typed by the
+  tool's schema (qwen4exp.tool_schemas) and the `arguments` are the JSON
+  text of the mapping, in the order written.
 
 While the text streams the reader returns `Delta`s: the call's first delta
 (its name and id) once the name is complete, then fragments of the
@@ -224,7 +224,7 @@ class CallReader:
 
     __slots__ = ("ctx", "index", "position", "raw", "buf", "state", "name", "id", "params",
                  "args", "problems", "seen", "count", "key", "types", "mode", "value",
-                 "line_start", "has_text", "junk", "function_closed", "_unterminated")
+                 "line_start", "has_text", "junk", "function_closed", "unterminated")
 
     def __init__(self, ctx: CallContext, index: int, position: int) -> None:
         self.ctx, self.index, self.position = ctx, index, position
@@ -240,7 +240,7 @@ class CallReader:
         self.value: list[str] = []  # a typed value's text until its end
         self.line_start = self.has_text = self.function_closed = False
         self.junk: list[str] = []
-        self._unterminated = ""
+        self.unterminated = ""
 
     def copy(self) -> "CallReader":
         c = CallReader.__new__(CallReader)
@@ -591,7 +591,7 @@ class CallReader:
         elif how == "reopened":
             self._problem("missing </tool_call> before the next <tool_call>")
         if how != "closed":  # an invalid body says why it may be cut short
-            self._unterminated = ("unterminated tool call (no </tool_call> before "
+            self.unterminated = ("unterminated tool call (no </tool_call> before "
                                   + ("the end); " if how == "ended" else "the next <tool_call>); "))
         state = self.state
         if state == _JSON_ARGS:
@@ -634,12 +634,11 @@ class CallReader:
         got = json_call(body)
         if isinstance(got, str):
             return None, got
-        self.name = got[0]  # a name that spells the separator: the stream named it short
-        self.id = call_id(self.ctx.seed, self.index, got[0])
+        self.name = got[0]  # a name that spells the separator: the stream named it short (same id)
         return got[1], ""
 
     def _invalid(self, body: str, why: str) -> dict:
-        return {"index": self.index, "text": body, "error": self._unterminated + why}
+        return {"index": self.index, "text": body, "error": self.unterminated + why}
 
 
 _STEPS = {
