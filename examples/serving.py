@@ -3,8 +3,9 @@
 Each request re-renders the whole conversation and encodes it with a
 ChatEncoder (only the new turn's segments are tokenized), a model generates
 ids one at a time, and the parser turns them into OpenAI-style stream chunks
-as they arrive. Structure comes from atom ids only: a `<tool_call>` the model
-writes as ordinary text stays text.
+as they arrive, tool calls included (their arguments stream as JSON).
+Structure comes from atom ids only: a `<tool_call>` the model writes as
+ordinary text stays text.
 
 The model here is a stand-in that replays the ids of a scripted reply, so the
 example runs anywhere; replace `StandInModel.generate` with your sampler.
@@ -17,6 +18,9 @@ from __future__ import annotations
 import json
 
 import qwen4exp
+
+# The chat format and vocabulary of the served model (README, "Formats and vocabularies").
+CHAT_FORMAT, VOCABULARY = "qwen3.6", "qwen3.6"
 
 TOOLS = [{
     "type": "function",
@@ -43,8 +47,8 @@ class StandInModel:
 
     def generate(self, messages: list[dict], prompt_ids):
         reply = self.replies.pop(0)
-        # The ids the template writes for the reply, after the prompt's `<|im_start|>assistant\n`.
-        whole = self.tok.encode_chat(qwen4exp.render_chat(messages + [reply], tools=TOOLS))
+        # The ids the template writes for the reply, after the prompt's generation prompt.
+        whole = self.tok.encode_chat(qwen4exp.render_chat(messages + [reply], tools=TOOLS, chat_format=CHAT_FORMAT))
         assert whole[: len(prompt_ids)].tolist() == prompt_ids.tolist()
         yield from whole[len(prompt_ids) : -1].tolist()  # up to and including <|im_end|>
 
@@ -61,29 +65,23 @@ def chunk(delta: dict, finish_reason: str | None = None) -> str:
 
 def stream_reply(tok, model, messages, encoder):
     """Yield the chunks of one reply; return the parsed assistant message."""
-    prompt = encoder.encode(qwen4exp.render_chat(messages, tools=TOOLS, add_generation_prompt=True))
-    parser = tok.completion_parser()
+    chat = qwen4exp.render_chat(messages, tools=TOOLS, add_generation_prompt=True, chat_format=CHAT_FORMAT)
+    prompt = encoder.encode(chat)
+    parser = tok.completion_parser(chat)  # the prompt gives the format, the tools, an open <think>
     stop = {tok.atoms["<|im_end|>"], tok.atoms["<|endoftext|>"]}
     yield chunk({"role": "assistant"})
     for token in model.generate(messages, prompt):
         for delta in parser.feed(token):
-            if delta.kind == "reasoning":
-                yield chunk({"reasoning_content": delta.text})
-            elif delta.kind == "content":
-                yield chunk({"content": delta.text})
-            # "tool_call" deltas stream a call's JSON body; here each call is sent whole, below
+            yield chunk(delta.openai())  # content, reasoning_content or a tool call's name / arguments
         if token in stop:
             break
     message = parser.finish()
-    for index, call in enumerate(message["tool_calls"]):
-        yield chunk({"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
-                                     "function": call["function"]}]})
     yield chunk({}, "tool_calls" if message["tool_calls"] else "stop")
     return message
 
 
 def main() -> None:
-    tok = qwen4exp.Tokenizer()
+    tok = qwen4exp.Tokenizer(VOCABULARY)
     model = StandInModel(tok, SCRIPT)
     encoder = tok.chat_encoder()  # one per conversation
     messages = [{"role": "system", "content": "You are a helpful assistant."},
@@ -101,7 +99,7 @@ def main() -> None:
             break
         for call in message["tool_calls"]:
             result = get_weather(**json.loads(call["function"]["arguments"]))
-            messages.append({"role": "tool", "content": json.dumps(result)})
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
     print("data: [DONE]")
     print(f"# {len(messages)} messages; the last request reused {encoder.reused_bytes} bytes of the one before")
 

@@ -41,9 +41,11 @@ def test_serving_streams_openai_chunks():
     assert events[-1] == "[DONE]"
     deltas = [json.loads(e)["choices"][0] for e in events[:-1]]
     assert [d["finish_reason"] for d in deltas if d["finish_reason"]] == ["tool_calls", "stop"]
+    # A tool call streams as OpenAI's do: its id and name first, then its arguments in pieces.
     calls = [c for d in deltas for c in d["delta"].get("tool_calls", [])]
-    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
-        ("get_weather", {"city": "Paris"})]
+    assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"].startswith("call_")
+    assert all("name" not in c["function"] for c in calls[1:]) and {c["index"] for c in calls} == {0}
+    assert json.loads("".join(c["function"]["arguments"] for c in calls)) == {"city": "Paris"}
     second = deltas[[d["finish_reason"] for d in deltas].index("tool_calls") + 1:]
     content = "".join(d["delta"].get("content", "") for d in second)
     reasoning = "".join(d["delta"].get("reasoning_content", "") for d in second)
