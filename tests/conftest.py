@@ -111,3 +111,31 @@ def hf_full36(qwen36_json):
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(qwen36_json)
+
+
+# -- both bundled vocabularies ------------------------------------------------------
+# A test that asks for `vocab` runs once per bundled vocabulary; `vocab_tok` and
+# `vocab_hf` are that vocabulary's tokenizer and its DATA reference.
+
+VOCABULARIES = ("qwen3", "qwen3.6")
+
+
+@pytest.fixture(scope="module", params=VOCABULARIES)
+def vocab(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def vocab_tok(vocab, request):
+    return request.getfixturevalue("tok36" if vocab == "qwen3.6" else "tok")
+
+
+@pytest.fixture(scope="module")
+def vocab_hf(vocab, request):
+    return request.getfixturevalue("hf_plain36" if vocab == "qwen3.6" else "hf_plain")
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tok, tok36, hf_full, hf_full36):
+    """Per vocabulary name: (our tokenizer, HF tokenizers with its added tokens)."""
+    return {"qwen3": (tok, hf_full), "qwen3.6": (tok36, hf_full36)}

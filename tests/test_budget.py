@@ -20,7 +20,7 @@ import qwen4exp.budget
 
 import _chat_reference as ref
 import _formats_reference as formats
-from test_chat_tokens import ATOM_FREE, CASES
+from helpers import ATOM_FREE, ORACLE_CASES
 
 TOOLS = [
     {"type": "function", "function": {"name": "search", "description": "web search",
@@ -171,7 +171,7 @@ def test_fit_chat_errors(tok):
 @pytest.mark.parametrize("name", ATOM_FREE)
 def test_count_chat(request, vocab, name):
     tok, hf = tokenizers_of(request, vocab)
-    case = CASES[name]["request"]
+    case = ORACLE_CASES[name]["request"]
     chat = qwen4exp.render_chat(case["messages"], **ref.render_kwargs(case))
     text = ref.reference_text(ref.normalise(case))
     assert tok.count_chat(chat) == len(hf.encode(text, add_special_tokens=False).ids)

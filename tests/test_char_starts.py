@@ -39,7 +39,7 @@ CONTEXTS = {
 
 
 @pytest.fixture(scope="module", params=["qwen3", "qwen3.6"])
-def vocab(request):
+def vocabulary(request):
     """(vocabulary name, our tokenizer without a cache, HF reference, tokenizer.json path)."""
     if request.param == "qwen3":
         return "qwen3", qwen4exp.Tokenizer(cache_size=0), request.getfixturevalue("hf_plain"), TOKENIZER_JSON
@@ -54,8 +54,8 @@ def assert_same(tok, hf, texts):
     assert not bad, f"{len(bad)} of {len(texts)} differ, first {bad[0][0]!r}: ours {bad[0][1]} ref {bad[0][2]}"
 
 
-def test_table_and_rules_match_reference(vocab):
-    name, tok, _, path = vocab
+def test_table_and_rules_match_reference(vocabulary):
+    name, tok, _, path = vocabulary
     native = tok._native.char_starts()
     assert native is not None, f"char starts are off for {name}"
     expected = start_chars(path)
@@ -65,8 +65,8 @@ def test_table_and_rules_match_reference(vocab):
 
 
 @pytest.mark.parametrize("context", sorted(CONTEXTS))
-def test_every_bmp_character(vocab, context):
-    _, tok, hf, _ = vocab
+def test_every_bmp_character(vocabulary, context):
+    _, tok, hf, _ = vocabulary
     assert_same(tok, hf, [CONTEXTS[context](c) for c in BMP_CHARS])
 
 
@@ -123,10 +123,10 @@ def _starts_by_block(path: str) -> dict[int, list[str]]:
     return by_block
 
 
-def test_next_to_fragment_tokens(vocab):
+def test_next_to_fragment_tokens(vocabulary):
     """Every start character next to every fragment token's other part that could cross
     its boundary: X + c and c + Y."""
-    _, tok, hf, path = vocab
+    _, tok, hf, path = vocabulary
     completions = _completions()
     texts = []
     for cp in start_chars(path):
@@ -136,10 +136,10 @@ def test_next_to_fragment_tokens(vocab):
     assert_same(tok, hf, texts)
 
 
-def test_starts_shorten_pieces(vocab):
+def test_starts_shorten_pieces(vocabulary):
     """Pieces start as fewer symbols than bytes, each a whole character's
     token (as HF numbers it) or a byte, spelling the piece exactly."""
-    _, tok, hf, path = vocab
+    _, tok, hf, path = vocabulary
     spell = spellings(path)
     enc = {b: ch for ch, b in byte_decoder().items()}
     piece = "中文字的".encode()
@@ -158,10 +158,10 @@ def test_starts_shorten_pieces(vocab):
     assert total_symbols < 0.8 * total_bytes
 
 
-def test_between_fragment_tokens_and_in_runs(vocab):
+def test_between_fragment_tokens_and_in_runs(vocabulary):
     """Both neighbours at once (X + c + Y for every pair of c's rules), and
     runs of 2 to 6 start characters of one block, the shapes of real CJK and Cyrillic words."""
-    _, tok, hf, path = vocab
+    _, tok, hf, path = vocabulary
     completions = _completions()
     texts = []
     for cp in start_chars(path):
@@ -175,10 +175,10 @@ def test_between_fragment_tokens_and_in_runs(vocab):
 
 
 @pytest.mark.slow
-def test_every_pair_of_start_characters_in_a_block(vocab):
+def test_every_pair_of_start_characters_in_a_block(vocabulary):
     """Every ordered pair of start characters of one 128-code-point block, alone and
     after a space (about a million texts per context)."""
-    _, tok, hf, path = vocab
+    _, tok, hf, path = vocabulary
     pairs = [a + b for chars in _starts_by_block(path).values() for a in chars for b in chars]
     for lo in range(0, len(pairs), 1 << 17):
         assert_same(tok, hf, pairs[lo : lo + (1 << 17)])

@@ -29,7 +29,6 @@ from qwen4exp.formats.qwen3 import QWEN3
 from qwen4exp.segments import Kind, RenderedChat
 
 from _chat_reference import (
-    ATOMS,
     MARKERS,
     TwinCollision,
     check_geometry,
@@ -42,6 +41,7 @@ from _chat_reference import (
     render_kwargs,
     scan_segments,
 )
+from helpers import atom_text, chat_requests, free_text
 
 ORACLE = Path(__file__).resolve().parent / "data" / "chat_oracle.json"
 CASES = json.loads(ORACLE.read_text(encoding="utf-8"))["cases"]
@@ -389,97 +389,13 @@ def test_memory_error_in_validation_and_finish(monkeypatch):
 
 # ------------------------------------------------------------------------------ hypothesis
 
-_PIECES = [
-    "\n", "\r\n", "\n\n", " ", "  ", "\t", "é", "e\u0301", "\u1100\u1161", "中文", "😀", "👋🏽",
-    "ß", "\u00a0", "\u2028", "<", ">", "|", "/", "<|", "|>", "think", "tool_call", '"', "\\",
-    "{", "}", "'s", "123", "Hello", "مرحبا",
-]
-_free_text = st.lists(
-    st.one_of(
-        st.sampled_from(_PIECES),
-        st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=5),
-    ),
-    max_size=6,
-).map("".join)
-_atom_text = st.lists(
-    st.one_of(
-        # the spellings Qwen3's template itself reacts to, drawn often
-        st.sampled_from(["</think>", "<think>", "<tool_response>", "</tool_response>"]),
-        st.sampled_from(MARKERS),
-        st.sampled_from(ATOMS),
-        st.sampled_from(_PIECES),
-        st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=5),
-    ),
-    max_size=6,
-).map("".join)
-
-
-def _json_values(text):
-    return st.recursive(
-        st.none() | st.booleans() | st.integers(-10**20, 10**20)
-        | st.floats(allow_nan=False, allow_infinity=False) | text,
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
-        max_leaves=6,
-    )
-
-
-@st.composite
-def _requests(draw, text):
-    def content(optional=False):
-        options = [text, st.lists(text.map(lambda t: {"type": "text", "text": t}), max_size=3)]
-        if optional:
-            options.append(st.none())
-        return draw(st.one_of(*options))
-
-    def args():
-        obj = draw(st.dictionaries(text, _json_values(text), max_size=3))
-        if draw(st.booleans()):
-            return obj
-        seps = draw(st.sampled_from([None, (",", ":"), (" , ", " : ")]))
-        return draw(st.sampled_from(["", " ", "\n"])) + json.dumps(
-            obj, ensure_ascii=draw(st.booleans()), separators=seps
-        )
-
-    def call():
-        name = draw(text.filter(bool))
-        if draw(st.booleans()):
-            return {"type": "function", "function": {"name": name, "arguments": args()}}
-        return {"name": name, "arguments": args()}
-
-    msgs = []
-    if draw(st.booleans()):
-        msgs.append({"role": "system", "content": content()})
-    for _ in range(draw(st.integers(0 if msgs else 1, 7))):
-        role = draw(st.sampled_from(["user", "user", "assistant", "assistant", "tool"]))
-        msg = {"role": role}
-        if role == "assistant":
-            if draw(st.integers(0, 4)):
-                msg["content"] = content(optional=True)
-            r = draw(st.integers(0, 3))
-            if r == 1:
-                msg["reasoning_content"] = None
-            elif r >= 2:
-                msg["reasoning_content"] = draw(text)
-            if draw(st.booleans()):
-                msg["tool_calls"] = [call() for _ in range(draw(st.integers(0, 3)))]
-        else:
-            msg["content"] = content()
-        msgs.append(msg)
-    tools = draw(st.one_of(st.none(), st.lists(
-        st.builds(lambda n, d, p: {"type": "function",
-                                   "function": {"name": n, "description": d, "parameters": p}},
-                  text, text, st.dictionaries(text, _json_values(text), max_size=2)),
-        max_size=3)))
-    return {"messages": msgs, "tools": tools,
-            "add_generation_prompt": draw(st.booleans()), "enable_thinking": draw(st.booleans())}
-
 
 _SETTINGS = settings(max_examples=120, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @_SETTINGS
-@given(_requests(_atom_text))
+@given(chat_requests(atom_text))
 def test_random_geometry_and_provenance(req):
     chat = render(req)
     check_geometry(chat)
@@ -491,7 +407,7 @@ def test_random_geometry_and_provenance(req):
 
 
 @_SETTINGS
-@given(_requests(_free_text))
+@given(chat_requests(free_text))
 def test_random_atom_free_parity(req):
     assume(not has_atom(req))
     chat = render(req)
@@ -514,7 +430,7 @@ _CORRUPTIONS = [
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_requests(_atom_text), st.data())
+@given(chat_requests(atom_text), st.data())
 def test_random_rejection_is_transactional(req, data):
     index = data.draw(st.integers(0, len(req["messages"]) - 1))
     field, corrupt = data.draw(st.sampled_from(_CORRUPTIONS))

@@ -20,19 +20,18 @@ import qwen4exp
 from qwen4exp import SegmentBuilder
 from qwen4exp.chat_encoder import ChatEncoder
 
-from test_chat import _atom_text
-from test_chat_tokens import ATOM_FREE, CASES, reference_ids, render
+from helpers import ATOM_FREE, ORACLE_CASES, atom_text, reference_ids, render_oracle
 
 TOOLS_A = [{"type": "function", "function": {"name": "search", "parameters": {"q": "string"}}}]
 TOOLS_B = TOOLS_A + [{"type": "function", "function": {"name": "fetch", "description": "get <url>"}}]
 
 
 def _assistant(draw):
-    msg = {"role": "assistant", "content": draw(_atom_text)}
+    msg = {"role": "assistant", "content": draw(atom_text)}
     if draw(st.booleans()):
-        msg["reasoning_content"] = draw(_atom_text)
+        msg["reasoning_content"] = draw(atom_text)
     if draw(st.integers(0, 3)) == 0:
-        msg["tool_calls"] = [{"name": draw(_atom_text.filter(bool)), "arguments": {"q": draw(_atom_text)}}]
+        msg["tool_calls"] = [{"name": draw(atom_text.filter(bool)), "arguments": {"q": draw(atom_text)}}]
     return msg
 
 
@@ -45,14 +44,14 @@ def _edit(draw):
 
     def apply(msgs, opts):
         if kind == "user":
-            msgs.append({"role": "user", "content": draw(_atom_text)})
+            msgs.append({"role": "user", "content": draw(atom_text)})
         elif kind == "assistant":
             msgs.append(_assistant(draw))
         elif kind == "tool":
-            msgs.append({"role": "tool", "content": draw(_atom_text)})
+            msgs.append({"role": "tool", "content": draw(atom_text)})
         elif kind == "edit" and len(msgs) > 1:
             i = draw(st.integers(1, len(msgs) - 1))
-            msgs[i] = dict(msgs[i], content=draw(_atom_text))
+            msgs[i] = dict(msgs[i], content=draw(atom_text))
         elif kind == "drop_reasoning":
             for i, m in enumerate(msgs[:-1]):
                 if m["role"] == "assistant" and "reasoning_content" in m:
@@ -80,7 +79,7 @@ def _same(a, b):
 @given(st.booleans(), st.lists(_edit(), min_size=1, max_size=12), st.data())
 def test_random_edit_sequences_equal_encode_chat(tok, system, edits, data):
     msgs = [{"role": "system", "content": "You are terse."}] if system else []
-    msgs.append({"role": "user", "content": data.draw(_atom_text)})
+    msgs.append({"role": "user", "content": data.draw(atom_text)})
     opts = {"tools": None, "add_generation_prompt": False, "enable_thinking": True}
     enc = tok.chat_encoder()
     prev = b""
@@ -100,10 +99,10 @@ def test_atom_free_oracle_through_one_encoder_equals_transformers(tok):
     through one encoder: ids equal transformers' apply_chat_template."""
     enc = tok.chat_encoder()
     for name in ATOM_FREE:
-        request = CASES[name]["request"]
+        request = ORACLE_CASES[name]["request"]
         grown = dict(request, messages=request["messages"] + [{"role": "user", "content": "and then?"}])
         for req in (request, grown):
-            assert enc.encode(render(req)).tolist() == reference_ids(req)
+            assert enc.encode(render_oracle(req)).tolist() == reference_ids(req)
         assert enc.reused_bytes > 0
 
 

@@ -27,16 +27,7 @@ from qwen4exp.chat import render_chat, render_chat_into
 
 import _formats_reference as ref
 from _formats_reference import FORMATS, XML_FORMATS
-
-
-@pytest.fixture(scope="module")
-def vocabularies(tok, tok36, hf_full, hf_full36):
-    """Per vocabulary name: (our tokenizer, HF tokenizers with its added tokens)."""
-    return {"qwen3": (tok, hf_full), "qwen3.6": (tok36, hf_full36)}
-
-
-def render(request: dict, fmt: str):
-    return render_chat(request["messages"], **ref.render_kwargs(request, fmt))
+from helpers import FORMAT_CASES, TOOLS, A, S, T, U, call, option_grid, render_in
 
 
 def snapshot(chat: RenderedChat):
@@ -45,7 +36,7 @@ def snapshot(chat: RenderedChat):
 
 def check_parity(request: dict, fmt: str, vocabularies) -> None:
     """An atom-free request: text, segments and ids as the template and HF give them."""
-    chat = render(request, fmt)
+    chat = render_in(request, fmt)
     want = ref.reference_text(request, fmt)
     assert chat.text == want
     assert chat.chat_format == fmt
@@ -64,19 +55,19 @@ def data_mask(chat) -> bytearray:
 
 def check_provenance(request: dict, fmt: str, vocabularies) -> None:
     """Caller text never decides structure and is DATA; its atom spellings give no atom id."""
-    chat = render(request, fmt)
+    chat = render_in(request, fmt)
     segs, mask = ref.plain_segments(chat), data_mask(chat)
     harmless = ref.harmless_twin(request, fmt)
     assert not ref.has_atom(harmless, fmt)
     for twin_req in (harmless, ref.mutated_twin(request, fmt)):
-        twin = render(twin_req, fmt)
+        twin = render_in(twin_req, fmt)
         assert ref.plain_segments(twin) == segs and len(twin.data) == len(chat.data)
         assert [tuple(s) for s in twin.message_spans] == [tuple(s) for s in chat.message_spans]
         for i, (a, b) in enumerate(zip(chat.data, twin.data)):
             if a != b:
                 assert mask[i], f"caller byte at {i} is not DATA"
     twin_text = ref.reference_text(harmless, fmt)
-    assert render(harmless, fmt).text == twin_text
+    assert render_in(harmless, fmt).text == twin_text
     assert ref.scan_segments(twin_text) == segs
     tok, hf = vocabularies[ref.VOCAB_OF[fmt]]
     atom_ids = set(tok.atoms.values())
@@ -88,109 +79,7 @@ def check_provenance(request: dict, fmt: str, vocabularies) -> None:
 
 # ------------------------------------------------------------------------------ corpus
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Météo actuelle — 天气 🌦",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}},
-        "required": ["city"]}}}
-RUN = {"type": "function", "function": {
-    "name": "run_python", "description": "Run code.\n\tReturns stdout.",
-    "parameters": {"type": "object", "properties": {"code": {"type": "string"}}}}}
-TOOLS = [WEATHER, RUN]
-CODE = 'def f(x):\n\tif x < 0:\n\t\treturn -x  # abs\n    return x ** 2\n\nprint(f(-3))\r\n'
 
-
-def U(content):
-    return {"role": "user", "content": content}
-
-
-def A(content="", reasoning=None, calls=None):
-    msg = {"role": "assistant", "content": content}
-    if reasoning is not None:
-        msg["reasoning_content"] = reasoning
-    if calls is not None:
-        msg["tool_calls"] = calls
-    return msg
-
-
-def T(content):
-    return {"role": "tool", "content": content}
-
-
-def S(content):
-    return {"role": "system", "content": content}
-
-
-def call(name, arguments, wrapped=True):
-    fn = {"name": name, "arguments": arguments}
-    return {"type": "function", "function": fn} if wrapped else fn
-
-
-TYPED = {"city": "Zürich", "days": 3, "ratio": 0.25, "big": 12345678901234567890, "metric": True,
-         "off": False, "unit": None, "tags": ["a", 1, None, True], "where": {"lat": 47.4, "ok": False},
-         "note": " spaced \n lines ", "empty": ""}
-
-CASES = {
-    "system_whitespace": [S("  You are a helpful assistant.\n\n "), U(" Hi there \n"), A("\nHello!  ")],
-    "unicode_whitespace": [S("\u3000\xa0system\x1c\u2028"), U("\x85 user \u2003"),
-                           A("\u205f answer \t", reasoning="\u3000 why \n")],
-    "multilingual": [U("Bonjour ! 你好，世界。 مرحبا 👋🏽 Привет"),
-                     A("Salut — 你好 — مرحبا", reasoning="思考一下… réfléchir"),
-                     U("한국어로 답해 주세요 e\u0301"), A("네, 알겠습니다.")],
-    "code": [S("You write Python."), U("Fix this:\n```python\n" + CODE + "```"),
-             A("```python\n" + CODE + "```", reasoning="The sign check\n\tis wrong.")],
-    "reasoning_turns": [U("q1"), A("a1", reasoning="r1"), U("q2"), A("a2", reasoning="\n r2 \n"),
-                        U("q3")],
-    "parallel_typed_calls": [
-        S("Use tools."), U("Weather in Zürich and code?"),
-        A("Let me check.", reasoning="Two calls.",
-          calls=[call("get_weather", TYPED), call("run_python", {"code": CODE}, wrapped=False),
-                 call("get_weather", {})]),
-        T('{"temp": 21}'), T(" stdout: 9 \n"), T("[]"),
-        A("It is 21°C; the code prints 9.", reasoning="Both came back.")],
-    "string_arguments": [
-        U("call"), A("", calls=[call("get_weather", '{"city":"Paris","days":2,"metric":false}'),
-                                call("run_python", '\n {"code": "print(\\"hi\\")\\n", "x": [1, {"y": null}]} ')]),
-        T("ok"), A("done")],
-    "multi_step_tools": [
-        U("Plan a trip."), A("", reasoning="step 1", calls=[call("get_weather", {"city": "Rome"})]),
-        T("sunny"), A("", reasoning="", calls=[call("get_weather", {"city": "Oslo"})]), T("rain"),
-        A("Go to Rome.", reasoning="Rome is sunny.")],
-    "tool_first": [T("orphan result"), U("what was that?"), A("A tool result.")],
-    "tool_first_grouped": [T("one"), T("two"), U("q"), A("a")],
-    "empty_assistant_after_query": [U("q"), A(""), U("again"), A(None, calls=[call("run_python", {"code": ""})])],
-    "content_lists": [S([{"type": "text", "text": " part one "}, {"type": "text", "text": "two "}]),
-                      U([{"type": "text", "text": "a"}, {"type": "text", "text": " b "}]),
-                      A([{"type": "text", "text": "reply"}]), T([{"type": "text", "text": "res"}]),
-                      U("end")],
-    "whitespace_only_system": [S(" \n\t "), U("hello")],
-    "empty_system": [S(""), U("hello"), A("hi", reasoning="r")],
-    "single_user": [U("Just one question?")],
-}
-
-# Option grids: every combination a format has (None = the format's default).
-_AGP = (False, True)
-
-
-_VALUES = {"enable_thinking": (None, True, False), "preserve_thinking": (None, True, False),
-           "reasoning_effort": (None, "xhigh", "medium", "low")}
-
-
-def option_grid(fmt: str, full: bool = False):
-    """Option sets of a format: every combination (`full`), or a covering set in
-    which every value of every option meets every value of enable_thinking."""
-    names = ref.FORMAT_OPTIONS[fmt]
-    grid = [{}, {"enable_thinking": False}] if fmt == "qwen3-2507" else [{}]  # False: what it does anyway
-    for name in names if full else names[:1]:
-        grid = [dict(g, **{name: v}) for g in grid for v in _VALUES[name]]
-    grid = [dict(g, add_generation_prompt=agp) for g in grid for agp in _AGP]
-    if full:
-        return grid
-    out = []
-    for name in names[1:]:  # each further option's values against enable_thinking's
-        for k, value in enumerate(_VALUES[name]):
-            out += [dict(g, **{name: value}) for g in grid[k % 2 :: 2]]
-    return out or grid
 
 
 def test_chat_formats_listed():
@@ -215,9 +104,9 @@ def test_template_copies_are_the_official_files():
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(FORMAT_CASES))
 def test_corpus_parity_every_option(case, fmt, vocabularies):
-    messages = CASES[case]
+    messages = FORMAT_CASES[case]
     if fmt in XML_FORMATS and not any(m["role"] == "user" for m in messages):
         pytest.skip("the 3.5+ formats need a user query")
     for tools in (None, TOOLS):
@@ -227,27 +116,27 @@ def test_corpus_parity_every_option(case, fmt, vocabularies):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["qwen3.6", "qwen3.8"])
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(FORMAT_CASES))
 def test_corpus_parity_full_option_grid(case, fmt, vocabularies):
     for tools in (None, TOOLS):
         for opts in option_grid(fmt, full=True):
-            check_parity({"messages": CASES[case], "tools": tools, **opts}, fmt, vocabularies)
+            check_parity({"messages": FORMAT_CASES[case], "tools": tools, **opts}, fmt, vocabularies)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(FORMAT_CASES))
 def test_qwen35_thinking_off_is_the_small_models_template(case):
     """qwen3.5 with enable_thinking=False is qwen3_5_nothink.jinja with thinking unset,
     and with it on, that template with enable_thinking=True."""
     nothink = (ref.TEMPLATES / "qwen3_5_nothink.jinja").read_text(encoding="utf-8")
     for tools in (None, TOOLS):
-        for agp in _AGP:
-            req = ref.normalise({"messages": CASES[case]}, "qwen3.5")
+        for agp in (False, True):
+            req = ref.normalise({"messages": FORMAT_CASES[case]}, "qwen3.5")
             kw = {"tools": tools, "add_generation_prompt": agp, "tokenize": False, "chat_template": nothink}
             small = ref.reference_tokenizer().apply_chat_template(req["messages"], **kw)
             small_on = ref.reference_tokenizer().apply_chat_template(req["messages"], enable_thinking=True, **kw)
             ours = dict(tools=tools, add_generation_prompt=agp, chat_format="qwen3.5")
-            assert render_chat(CASES[case], enable_thinking=False, **ours).text == small
-            assert render_chat(CASES[case], **ours).text == small_on
+            assert render_chat(FORMAT_CASES[case], enable_thinking=False, **ours).text == small
+            assert render_chat(FORMAT_CASES[case], **ours).text == small_on
 
 
 # ------------------------------------------------------------------------------ the oracle

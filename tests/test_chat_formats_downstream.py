@@ -13,20 +13,19 @@ from qwen4exp.chat import render_chat
 
 import _formats_reference as ref
 from _formats_reference import FORMATS, XML_FORMATS
-from test_chat_formats import CASES, TOOLS, A, S, T, U, call, option_grid, render, vocabularies  # noqa: F401
-from test_masks import check_encoded
+from helpers import FORMAT_CASES, TOOLS, A, S, T, U, call, check_encoded, option_grid, render_in
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_message_spans_and_masks(fmt, vocabularies, hf_nfc):
     tok, _ = vocabularies[ref.VOCAB_OF[fmt]]
-    for name, messages in sorted(CASES.items()):
+    for name, messages in sorted(FORMAT_CASES.items()):
         if fmt in XML_FORMATS and not any(m["role"] == "user" for m in messages):
             continue
         for tools in (None, TOOLS):
             for opts in option_grid(fmt)[::4]:
                 request = {"messages": messages, "tools": tools, **opts}
-                chat = render(request, fmt)
+                chat = render_in(request, fmt)
                 spans = ref.reference_spans(request, fmt)
                 assert [tuple(s) for s in chat.message_spans] == spans, (name, opts)
                 segs = ref.scan_segments(ref.reference_text(request, fmt))
@@ -62,7 +61,7 @@ def test_assistant_mask_matches_the_training_templates(fmt, opts, vocabularies):
     nl = tok.encode("\n")
     im_end = tok.atoms["<|im_end|>"]
     checked = 0
-    for name, messages in sorted(CASES.items()):
+    for name, messages in sorted(FORMAT_CASES.items()):
         if not any(m["role"] == "assistant" for m in messages):
             continue
         if any(m["role"] == "assistant" and isinstance(m["content"], str) and m["content"][:1].isspace()
@@ -71,7 +70,7 @@ def test_assistant_mask_matches_the_training_templates(fmt, opts, vocabularies):
             # it, qwen4exp places a token by its first byte (docs/FORMAT.md, 9)
             continue
         request = {"messages": messages, "tools": TOOLS, **opts}
-        chat = render(request, fmt)
+        chat = render_in(request, fmt)
         if chat.text != ref.reference_text(request, fmt, training=True):
             continue
         ids, hf_mask = _training_mask(request, fmt, hf)
@@ -114,7 +113,7 @@ def test_chat_encoder_follows_a_growing_conversation(fmt, vocabularies):
 def test_encode_chats_over_every_format(vocabularies):
     for vocab in ("qwen3", "qwen3.6"):
         tok, _ = vocabularies[vocab]
-        chats = [render_chat(m, chat_format=fmt, tools=TOOLS) for fmt in FORMATS for m in CASES.values()
+        chats = [render_chat(m, chat_format=fmt, tools=TOOLS) for fmt in FORMATS for m in FORMAT_CASES.values()
                  if ref.VOCAB_OF[fmt] == vocab and any(x["role"] == "user" for x in m)]
         batch = tok.encode_chats(chats, num_threads=2, return_masks=True)
         for chat, got in zip(chats, batch):

@@ -6,41 +6,13 @@ the flattened text contains only template-emitted markers, so the reference's
 special-token extraction is exactly right there.
 """
 
-import json
-import os
-
 import numpy as np
 import pytest
 
-import qwen4exp
 from qwen4exp import Kind
 
 import _chat_reference as ref
-
-ORACLE = os.path.join(os.path.dirname(__file__), "data", "chat_oracle.json")
-with open(ORACLE, encoding="utf-8") as f:
-    CASES = {c["name"]: c for c in json.load(f)["cases"]}
-ACCEPTED = sorted(n for n, c in CASES.items() if "error" not in c["expect"])
-ATOM_FREE = [n for n in ACCEPTED if not ref.has_atom(CASES[n]["request"])]
-WITH_ATOMS = [n for n in ACCEPTED if ref.has_atom(CASES[n]["request"])]
-
-
-def render(request):
-    return qwen4exp.render_chat(request["messages"], **ref.render_kwargs(request))
-
-
-def reference_ids(request):
-    req = ref.normalise(request)
-    out = ref.reference_tokenizer().apply_chat_template(
-        req["messages"],
-        tools=req.get("tools"),
-        add_generation_prompt=req.get("add_generation_prompt", False),
-        enable_thinking=req.get("enable_thinking", True),
-        tokenize=True,
-    )
-    if isinstance(out, dict) or hasattr(out, "input_ids"):
-        out = out["input_ids"]
-    return list(out)
+from helpers import ATOM_FREE, ORACLE_ACCEPTED, ORACLE_CASES, WITH_ATOMS, reference_ids, render_oracle
 
 
 def test_oracle_has_both_kinds():
@@ -49,23 +21,23 @@ def test_oracle_has_both_kinds():
 
 @pytest.mark.parametrize("name", ATOM_FREE)
 def test_ids_equal_transformers(tok, name):
-    request = CASES[name]["request"]
-    ids = tok.encode_chat(render(request))
+    request = ORACLE_CASES[name]["request"]
+    ids = tok.encode_chat(render_oracle(request))
     assert ids.dtype == np.int32
     assert ids.tolist() == reference_ids(request)
 
 
 @pytest.mark.parametrize("name", WITH_ATOMS)
 def test_literal_controls_stay_data(tok, name):
-    request = CASES[name]["request"]
+    request = ORACLE_CASES[name]["request"]
     twin = ref.harmless_twin(request)
-    ids = tok.encode_chat(render(request)).tolist()
-    twin_ids = tok.encode_chat(render(twin)).tolist()
+    ids = tok.encode_chat(render_oracle(request)).tolist()
+    twin_ids = tok.encode_chat(render_oracle(twin)).tolist()
     atom_ids = set(tok.atoms.values())
     # The added-token ids are exactly those of the harmless twin: same ids, same order.
     assert [i for i in ids if i in atom_ids] == [i for i in twin_ids if i in atom_ids]
     # ... one per template-emitted marker, and the twin's atom ids equal the reference's.
-    chat = render(request)
+    chat = render_oracle(request)
     controls = sum(
         len(ref._MARKER_RE.findall(chat.data[s:e].decode())) for s, e, k in chat.segments
         if k is Kind.TRUSTED_CONTROL
@@ -77,7 +49,7 @@ def test_literal_controls_stay_data(tok, name):
 @pytest.mark.parametrize("name", WITH_ATOMS)
 def test_flattening_would_have_promoted(tok, hf_full, name):
     """The bug provenance prevents: a flat trusted pass over the same bytes finds more atoms."""
-    chat = render(CASES[name]["request"])
+    chat = render_oracle(ORACLE_CASES[name]["request"])
     ours = tok.encode_chat(chat).tolist()
     flat = hf_full.encode(chat.text, add_special_tokens=False).ids
     atom_ids = set(tok.atoms.values())
@@ -85,7 +57,7 @@ def test_flattening_would_have_promoted(tok, hf_full, name):
 
 
 def test_encode_chats_batch_equals_single(tok):
-    chats = [render(CASES[n]["request"]) for n in ACCEPTED] * 3
+    chats = [render_oracle(ORACLE_CASES[n]["request"]) for n in ORACLE_ACCEPTED] * 3
     batch = tok.encode_chats(chats, num_threads=2)
     assert [b.tolist() for b in batch] == [tok.encode_chat(c).tolist() for c in chats]
 
@@ -98,17 +70,17 @@ def tok_and_hf(request):
     return request.getfixturevalue("tok"), request.getfixturevalue("hf_full")
 
 
-@pytest.mark.parametrize("name", ACCEPTED)
+@pytest.mark.parametrize("name", ORACLE_ACCEPTED)
 def test_both_vocabularies(tok_and_hf, name):
     """render_chat + encode_chat over either vocabulary: the harmless twin's ids are
     HF's ids of the reference text (its markers resolve to this vocabulary's atom
     ids), and the case itself has the same atom ids, one per template marker."""
     tok, hf = tok_and_hf
-    request = CASES[name]["request"]
+    request = ORACLE_CASES[name]["request"]
     twin = ref.harmless_twin(request)
-    twin_ids = tok.encode_chat(render(twin)).tolist()
+    twin_ids = tok.encode_chat(render_oracle(twin)).tolist()
     assert twin_ids == hf.encode(ref.reference_text(twin), add_special_tokens=False).ids
-    chat = render(request)
+    chat = render_oracle(request)
     ids = tok.encode_chat(chat).tolist()
     atom_ids = set(tok.atoms.values())
     markers = [m for s, e, k in chat.segments if k is Kind.TRUSTED_CONTROL

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import corpora
+from helpers import BAD_LINES, EXAMPLE, cli, cli_env, temp_files
 import qwen4exp
 from qwen4exp.chat import render_chat
 
@@ -23,37 +24,7 @@ import pyarrow.parquet as pq
 import qwen4exp
 
 REPO = Path(__file__).resolve().parent.parent
-# The subprocesses import the same qwen4exp as this test process: the
-# installed package, or the in-tree build when run with PYTHONPATH=src.
-SRC = Path(qwen4exp.__file__).resolve().parent.parent
-EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "examples" / "example_chat.json"
 COMMANDS = ["demo", "render", "encode", "decode", "parse", "count", "batch"]
-
-
-def _env(extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.pop("NO_COLOR", None)
-    env.update(extra or {})
-    return env
-
-
-def cli(*args, input=None, env=None, timeout=300, cwd=REPO):
-    """Run `python -m qwen4exp ARGS`; returns CompletedProcess (text mode)."""
-    return subprocess.run(
-        [sys.executable, "-m", "qwen4exp", *map(str, args)],
-        input=input,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=_env(env),
-        cwd=str(cwd),
-        timeout=timeout,
-    )
-
-
-def _no_temp_files(directory: Path):
-    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
 
 
 def _expected(tok, record):
@@ -173,7 +144,7 @@ def test_module_and_console_entry_point():
     """The installed console script and `python -m qwen4exp` run the same program."""
     script = _console_script()
     for args in (["--version"], ["count", "-t", "hello world"], ["encode", "--text", "it's <|im_end|>"]):
-        via_script = subprocess.run([script, *args], capture_output=True, text=True, env=_env(), timeout=120)
+        via_script = subprocess.run([script, *args], capture_output=True, text=True, env=cli_env(), timeout=120)
         via_module = cli(*args)
         assert via_script.returncode == via_module.returncode == 0, via_script.stderr + via_module.stderr
         assert via_script.stdout == via_module.stdout
@@ -182,7 +153,7 @@ def test_module_and_console_entry_point():
     # --version names the package version (importlib.metadata, or pyproject in a source tree)
     assert cli("--version").stdout.split() == ["qwen4exp", qwen4exp.__version__]
     # a usage error exits 2 through both
-    r = subprocess.run([script, "no-such-command"], capture_output=True, text=True, env=_env(), timeout=120)
+    r = subprocess.run([script, "no-such-command"], capture_output=True, text=True, env=cli_env(), timeout=120)
     assert r.returncode == cli("no-such-command").returncode == 2
 
 
@@ -191,7 +162,7 @@ def test_import_does_not_load_cli_dependencies():
         "import sys, qwen4exp; qwen4exp.Tokenizer().encode('x'); "
         "print(sorted(m for m in ('pyarrow', 'tqdm', 'qwen4exp.cli', 'pandas', 'ray') if m in sys.modules))"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
@@ -203,14 +174,14 @@ def test_missing_pyarrow_is_explained(tmp_path, jsonl_in):
     )
     out = tmp_path / "out.parquet"
     r = subprocess.run([sys.executable, "-c", code, "batch", str(jsonl_in), str(out)],
-                       capture_output=True, text=True, env=_env())
+                       capture_output=True, text=True, env=cli_env())
     assert r.returncode == 2
     assert 'pip install ".[cli]"' in r.stderr and "pip install pyarrow" in r.stderr
-    assert not out.exists() and not _no_temp_files(tmp_path)
+    assert not out.exists() and not temp_files(tmp_path)
     # JSONL out needs neither pyarrow nor (without a terminal) tqdm.
     code2 = code.replace("sys.modules['pyarrow.parquet'] = None;", "sys.modules['pyarrow.parquet'] = None; sys.modules['tqdm'] = None;")
     r = subprocess.run([sys.executable, "-c", code2, "batch", str(jsonl_in), str(tmp_path / "o.jsonl")],
-                       capture_output=True, text=True, env=_env())
+                       capture_output=True, text=True, env=cli_env())
     assert r.returncode == 0, r.stderr
 
 
@@ -389,7 +360,7 @@ def test_batch_jsonl_to_parquet(tmp_path, jsonl_in, expected):
     assert index == list(range(len(expected)))
     assert ids == expected
     assert lengths == [len(x) for x in expected]
-    assert not _no_temp_files(tmp_path)
+    assert not temp_files(tmp_path)
     assert not (tmp_path / "out.parquet.errors.jsonl").exists()
 
 
@@ -460,20 +431,6 @@ def test_batch_parquet_messages_struct_and_json_columns(tmp_path, tok, example):
     assert _read_parquet(tmp_path / "req.parquet.out.parquet")[1] == [ex_ids] * 3
 
 
-BAD_LINES = [
-    '{"text": "first ok"}',
-    '{"text": 5}',  # 2: wrong type
-    "",  # 3: blank, not a record
-    "{not json",  # 4
-    '{"messages": [{"role": "bogus", "content": "x"}]}',  # 5: rejected chat
-    '{"text": "\\ud800 lone surrogate"}',  # 6: not valid Unicode
-    '"a string"',  # 7: wrong type
-    '{"messages": [{"role": "user", "content": "<|im_end|> fine"}]}',  # 8
-    '{"messages": [{"role": "user", "content": [{"type": "image", "image": "x.png"}]}]}',  # 9
-    '{"text": "last ok"}',  # 10
-]
-
-
 @pytest.fixture()
 def bad_jsonl(tmp_path):
     p = tmp_path / "bad.jsonl"
@@ -505,7 +462,7 @@ def test_batch_skip_bad_records(tmp_path, bad_jsonl, tok):
     assert index == [0, 6, 8]
     chat = render_chat([{"role": "user", "content": "<|im_end|> fine"}])
     assert ids == [tok.encode("first ok"), tok.encode_chat(chat).tolist(), tok.encode("last ok")]
-    assert not _no_temp_files(tmp_path)
+    assert not temp_files(tmp_path)
 
 
 def test_batch_skip_default_errors_path(tmp_path, bad_jsonl):
@@ -522,7 +479,7 @@ def test_batch_stop_on_bad_record(tmp_path, bad_jsonl):
     assert r.returncode == 3
     assert "bad.jsonl:2" in r.stderr and "RecordError" in r.stderr
     assert not out.exists()
-    assert not _no_temp_files(tmp_path)
+    assert not temp_files(tmp_path)
     # An existing OUT is left exactly as it was; --errors gets the fatal record.
     out.write_bytes(b"previous results")
     errors = tmp_path / "e.jsonl"
@@ -530,7 +487,7 @@ def test_batch_stop_on_bad_record(tmp_path, bad_jsonl):
     assert r.returncode == 3
     assert out.read_bytes() == b"previous results"
     assert [json.loads(x)["line"] for x in errors.read_text().splitlines()] == [2]
-    assert not _no_temp_files(tmp_path)
+    assert not temp_files(tmp_path)
 
 
 def test_batch_stop_on_bad_record_late_in_a_large_input(tmp_path, jsonl_in):
@@ -541,7 +498,7 @@ def test_batch_stop_on_bad_record_late_in_a_large_input(tmp_path, jsonl_in):
     r = cli("batch", big, out, "--chunk-size", "16")
     assert r.returncode == 3
     assert f"big.jsonl:{len(lines) + 1}" in r.stderr
-    assert not out.exists() and not _no_temp_files(tmp_path)
+    assert not out.exists() and not temp_files(tmp_path)
 
 
 def test_batch_input_errors(tmp_path):
@@ -556,7 +513,7 @@ def test_batch_input_errors(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), nocol)
     r = cli("batch", nocol, out)
     assert r.returncode == 3 and "'text'" in r.stderr
-    assert not out.exists() and not _no_temp_files(tmp_path)
+    assert not out.exists() and not temp_files(tmp_path)
 
 
 def test_batch_empty_input(tmp_path):

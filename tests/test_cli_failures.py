@@ -35,7 +35,7 @@ from qwen4exp.cli.common import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE
 from qwen4exp.cli.main import main
 
 from _small_vocab import small_tokenizer_json
-from test_cli import EXAMPLE, _env
+from helpers import EXAMPLE, cli_env
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="FIFOs, /dev/full, ptys and /proc as on Linux")
 
@@ -54,7 +54,7 @@ def _left_behind(directory: Path, before: set) -> list[str]:
 
 
 def _run(args, **kw):
-    return subprocess.run([sys.executable, "-m", "qwen4exp", *map(str, args)], env=_env(), timeout=300, **kw)
+    return subprocess.run([sys.executable, "-m", "qwen4exp", *map(str, args)], env=cli_env(), timeout=300, **kw)
 
 
 # ---------------------------------------------------------------- stdout that cannot be written
@@ -475,7 +475,7 @@ def unreadable_results(tmp_path_factory):
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
     os.chmod(path, 0)
     slots = {slot: [a.replace("{}", str(path)) for a in argv] for slot, argv in ALL_SLOTS.items()}
-    env = dict(_env(), QWEN4EXP_CACHE=str(base / ".cache"))
+    env = dict(cli_env(), QWEN4EXP_CACHE=str(base / ".cache"))
     try:
         r = subprocess.run([sys.executable, "-c", UNREADABLE_DRIVER, json.dumps(slots)], cwd=base, env=env,
                            capture_output=True, text=True, timeout=300,

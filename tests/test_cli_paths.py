@@ -17,7 +17,7 @@ import os
 import pytest
 
 from qwen4exp.cli.main import main
-from test_cli import _no_temp_files, cli
+from helpers import cli, temp_files
 
 SPELLINGS = ["same", "dot", "dotdot", "symlink", "hardlink"]
 # (written path, other path): which two of the run's files alias
@@ -99,7 +99,7 @@ def test_batch_refuses_aliased_paths(tmp_path, monkeypatch, capsys, written, oth
     assert main(cmd) == 2, cmd
     assert "refusing to write over it" in capsys.readouterr().err
     assert _snapshot(tmp_path) == before
-    assert not _no_temp_files(tmp_path)
+    assert not temp_files(tmp_path)
 
 
 def test_batch_refuses_directory_outputs(tmp_path):

@@ -10,7 +10,6 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import corpora  # noqa: E402
-from _both_vocabularies import hf_plain, tok, vocab  # noqa: E402,F401  (fixtures: both vocabularies)
 from qwen4exp import TextEncodingError  # noqa: E402
 
 MIXED = [
@@ -33,83 +32,83 @@ def documents():
     return MIXED + docs
 
 
-def _hf_rows(hf_plain, texts):
+def _hf_rows(vocab_hf, texts):
     present = [t for t in texts if t is not None]
-    ids = iter(e.ids for e in hf_plain.encode_batch(present, add_special_tokens=False))
+    ids = iter(e.ids for e in vocab_hf.encode_batch(present, add_special_tokens=False))
     return [None if t is None else next(ids) for t in texts]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("large", [False, True])
-def test_rows_match_the_reference(tok, hf_plain, documents, threads, large):
+def test_rows_match_the_reference(vocab_tok, vocab_hf, documents, threads, large):
     arr = pa.array(documents, type=pa.large_string() if large else pa.string())
-    out = tok.encode_arrow(arr, num_threads=threads)
+    out = vocab_tok.encode_arrow(arr, num_threads=threads)
     assert out.type == pa.list_(pa.int32())
     assert len(out) == len(documents)
-    assert out.to_pylist() == _hf_rows(hf_plain, documents)
+    assert out.to_pylist() == _hf_rows(vocab_hf, documents)
 
 
-def test_list_of_str_with_nulls(tok, hf_plain):
+def test_list_of_str_with_nulls(vocab_tok, vocab_hf):
     texts = ["one", None, "", "two words", None]
-    out = tok.encode_arrow(texts, num_threads=2)
+    out = vocab_tok.encode_arrow(texts, num_threads=2)
     assert isinstance(out, pa.ListArray)
     assert out.null_count == 2
-    assert out.to_pylist() == _hf_rows(hf_plain, texts)
+    assert out.to_pylist() == _hf_rows(vocab_hf, texts)
 
 
 @pytest.mark.parametrize("large", [False, True])
-def test_slices_and_nulls(tok, hf_plain, documents, large):
+def test_slices_and_nulls(vocab_tok, vocab_hf, documents, large):
     texts = [None if i % 7 == 3 else d for i, d in enumerate(documents)]
     arr = pa.array(texts, type=pa.large_string() if large else pa.string())
-    want = _hf_rows(hf_plain, texts)
+    want = _hf_rows(vocab_hf, texts)
     for start, stop in [(0, len(texts)), (1, 9), (3, 4), (5, 5), (11, len(texts)), (13, 30)]:
         part = arr.slice(start, stop - start)
-        out = tok.encode_arrow(part, num_threads=2)
+        out = vocab_tok.encode_arrow(part, num_threads=2)
         assert out.null_count == part.null_count
         assert out.to_pylist() == want[start:stop], (start, stop)
 
 
-def test_null_rows_whose_offsets_span_bytes(tok):
+def test_null_rows_whose_offsets_span_bytes(vocab_tok):
     # Arrow lets a null row's offsets cover bytes; they are not read.
     data = pa.py_buffer(b"abcGARBAGEdef")
     offsets = pa.py_buffer(pa.array([0, 3, 10, 13], type=pa.int32()).buffers()[1])
     validity = pa.py_buffer(bytes([0b101]))
     arr = pa.Array.from_buffers(pa.string(), 3, [validity, offsets, data], null_count=1)
-    assert tok.encode_arrow(arr).to_pylist() == [tok.encode("abc"), None, tok.encode("def")]
+    assert vocab_tok.encode_arrow(arr).to_pylist() == [vocab_tok.encode("abc"), None, vocab_tok.encode("def")]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_chunked_arrays(tok, hf_plain, documents, threads):
+def test_chunked_arrays(vocab_tok, vocab_hf, documents, threads):
     chunks = [documents[:5], [], documents[5:6], [], [], documents[6:], []]
     for kind in (pa.string(), pa.large_string()):
         arr = pa.chunked_array([pa.array(c, type=kind) for c in chunks], type=kind)
-        out = tok.encode_arrow(arr, num_threads=threads)
+        out = vocab_tok.encode_arrow(arr, num_threads=threads)
         assert isinstance(out, pa.ChunkedArray)
         assert out.type == pa.list_(pa.int32())
         assert [len(c) for c in out.chunks] == [len(c) for c in chunks]
-        assert out.to_pylist() == _hf_rows(hf_plain, documents)
+        assert out.to_pylist() == _hf_rows(vocab_hf, documents)
 
 
-def test_chunked_array_without_chunks(tok):
-    out = tok.encode_arrow(pa.chunked_array([], type=pa.large_string()))
+def test_chunked_array_without_chunks(vocab_tok):
+    out = vocab_tok.encode_arrow(pa.chunked_array([], type=pa.large_string()))
     assert isinstance(out, pa.ChunkedArray) and len(out) == 0 and out.type == pa.list_(pa.int32())
 
 
-def test_empty_inputs(tok):
-    assert len(tok.encode_arrow([])) == 0
-    assert tok.encode_arrow(pa.array([], type=pa.string())).to_pylist() == []
-    assert tok.encode_arrow(pa.array(["", ""], type=pa.string())).to_pylist() == [[], []]
-    assert tok.encode_arrow(pa.array([None, None], type=pa.large_string())).to_pylist() == [None, None]
+def test_empty_inputs(vocab_tok):
+    assert len(vocab_tok.encode_arrow([])) == 0
+    assert vocab_tok.encode_arrow(pa.array([], type=pa.string())).to_pylist() == []
+    assert vocab_tok.encode_arrow(pa.array(["", ""], type=pa.string())).to_pylist() == [[], []]
+    assert vocab_tok.encode_arrow(pa.array([None, None], type=pa.large_string())).to_pylist() == [None, None]
 
 
-def test_same_as_encode_on_many_rows(tok):
+def test_same_as_encode_on_many_rows(vocab_tok):
     # Enough rows for many tasks on both threads, in one array and sliced.
     docs = list(corpora.DOCUMENTS["multilingual"]()) + list(corpora.DOCUMENTS["code"]())
     rows = [line for d in docs[:300] for line in d.split("\n")]
     arr = pa.array(rows, type=pa.large_string())
-    want = [tok.encode(r) for r in rows]
-    assert tok.encode_arrow(arr, num_threads=2).to_pylist() == want
-    assert tok.encode_arrow(arr.slice(777), num_threads=2).to_pylist() == want[777:]
+    want = [vocab_tok.encode(r) for r in rows]
+    assert vocab_tok.encode_arrow(arr, num_threads=2).to_pylist() == want
+    assert vocab_tok.encode_arrow(arr.slice(777), num_threads=2).to_pylist() == want[777:]
 
 
 def _with_bad_row(good_rows, bad: bytes, at: int, large=False):
@@ -127,48 +126,48 @@ def _with_bad_row(good_rows, bad: bytes, at: int, large=False):
 
 @pytest.mark.parametrize("bad", [b"\xff", b"ok \xc3", b"\xed\xa0\x80 surrogate", b"\xc0\xaf overlong"])
 @pytest.mark.parametrize("large", [False, True])
-def test_invalid_utf8_row_is_named_and_nothing_returned(tok, bad, large):
+def test_invalid_utf8_row_is_named_and_nothing_returned(vocab_tok, bad, large):
     good = ["first", "second row", "third"] * 40
     arr = _with_bad_row(good, bad, 57, large)
     with pytest.raises(TextEncodingError, match=r"strings\[57\] is not valid UTF-8"):
-        tok.encode_arrow(arr, num_threads=2)
+        vocab_tok.encode_arrow(arr, num_threads=2)
     # in a chunked array the row is counted over the whole array
     chunked = pa.chunked_array([pa.array(good[:10], type=arr.type), arr])
     with pytest.raises(TextEncodingError, match=r"strings\[67\]"):
-        tok.encode_arrow(chunked, num_threads=2)
+        vocab_tok.encode_arrow(chunked, num_threads=2)
     # the same rows without the bad one encode
-    assert tok.encode_arrow(arr.slice(58), num_threads=2).to_pylist() == [tok.encode(t) for t in good[57:]]
+    assert vocab_tok.encode_arrow(arr.slice(58), num_threads=2).to_pylist() == [vocab_tok.encode(t) for t in good[57:]]
 
 
-def test_lone_surrogate_in_a_list(tok):
+def test_lone_surrogate_in_a_list(vocab_tok):
     with pytest.raises(TextEncodingError, match=r"strings\[1\]: not valid Unicode \(lone surrogate U\+D800"):
-        tok.encode_arrow(["fine", "bad \ud800"])
+        vocab_tok.encode_arrow(["fine", "bad \ud800"])
 
 
-def test_wrong_types(tok):
+def test_wrong_types(vocab_tok):
     with pytest.raises(TypeError, match="strings"):
-        tok.encode_arrow(pa.array([1, 2, 3]))
+        vocab_tok.encode_arrow(pa.array([1, 2, 3]))
     with pytest.raises(TypeError, match=r"strings\[1\] is int, not str"):
-        tok.encode_arrow(["a", 3])
+        vocab_tok.encode_arrow(["a", 3])
     with pytest.raises(TypeError):
-        tok.encode_arrow("just one text")
+        vocab_tok.encode_arrow("just one text")
     with pytest.raises(ValueError):
-        tok.encode_arrow(["a"], num_threads=0)
+        vocab_tok.encode_arrow(["a"], num_threads=0)
 
 
-def test_offsets_outside_the_data_are_refused(tok):
+def test_offsets_outside_the_data_are_refused(vocab_tok):
     # (pyarrow checks the last offset only: the first row ends past the data)
     off = pa.array([0, 50, 2], type=pa.int32()).buffers()[1]
     arr = pa.Array.from_buffers(pa.string(), 2, [None, off, pa.py_buffer(b"abcd")], null_count=0)
     with pytest.raises(ValueError, match="outside its data"):
-        tok.encode_arrow(arr)
+        vocab_tok.encode_arrow(arr)
 
 
-def test_result_owns_its_buffers(tok):
+def test_result_owns_its_buffers(vocab_tok):
     arr = pa.array(["some text", "more text"])
-    out = tok.encode_arrow(arr)
+    out = vocab_tok.encode_arrow(arr)
     del arr
-    assert out.to_pylist() == [tok.encode("some text"), tok.encode("more text")]
+    assert out.to_pylist() == [vocab_tok.encode("some text"), vocab_tok.encode("more text")]
     out.validate(full=True)
 
 

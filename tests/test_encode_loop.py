@@ -11,16 +11,15 @@ import random
 import pytest
 
 import qwen4exp
-from _both_vocabularies import hf_plain, vocab  # noqa: F401  (fixtures: both vocabularies)
-from test_shared_cache import novel_words
+from helpers import novel_words
 
 
-def _hf(hf_plain, text):  # noqa: F811
-    return hf_plain.encode(text, add_special_tokens=False).ids
+def _hf(vocab_hf, text):
+    return vocab_hf.encode(text, add_special_tokens=False).ids
 
 
 @pytest.mark.parametrize("cache_size", [1, 2, 5, 8, 13])
-def test_cache_emptied_between_the_look_and_the_turn(cache_size, vocab, hf_plain):  # noqa: F811
+def test_cache_emptied_between_the_look_and_the_turn(cache_size, vocab, vocab_hf):
     """A tiny worker cache is emptied by almost every store. Known words sit
     a few pieces after new ones, so their slots are looked at before the new
     words' stores empty the cache: they must be looked at again."""
@@ -32,12 +31,12 @@ def test_cache_emptied_between_the_look_and_the_turn(cache_size, vocab, hf_plain
         parts.append(word)
         parts += rng.sample(common, rng.randint(1, 7))
     text = " ".join(parts)
-    want = _hf(hf_plain, text)
+    want = _hf(vocab_hf, text)
     assert tok.encode(text) == want
     assert tok.encode(text) == want  # again, with whatever the cache kept
 
 
-def test_every_ascii_character_as_a_one_byte_piece(vocab, hf_plain):  # noqa: F811
+def test_every_ascii_character_as_a_one_byte_piece(vocab, vocab_hf):
     """One-byte pieces come from the byte table: every ASCII character alone
     and in runs with pieces of every other length around it."""
     tok = qwen4exp.Tokenizer(vocab)
@@ -45,11 +44,11 @@ def test_every_ascii_character_as_a_one_byte_piece(vocab, hf_plain):  # noqa: F8
     texts = ["".join(chars), " ".join(chars), "x".join(chars), "\n".join(chars),
              "".join(c + "word" + c + "1" for c in chars)]
     for text in texts:
-        assert tok.encode(text) == _hf(hf_plain, text)
+        assert tok.encode(text) == _hf(vocab_hf, text)
 
 
 @pytest.mark.parametrize("cache_size", [3, 65536])
-def test_pieces_repeated_inside_the_window_and_across_chunks(cache_size, vocab, hf_plain):  # noqa: F811
+def test_pieces_repeated_inside_the_window_and_across_chunks(cache_size, vocab, vocab_hf):
     """A new word repeated before its first occurrence's turn is looked at
     while it is not yet cached; texts of many chunks (256 pieces each) put
     every window position on a chunk boundary."""
@@ -61,7 +60,7 @@ def test_pieces_repeated_inside_the_window_and_across_chunks(cache_size, vocab, 
         for w in words:
             seq += [w] + ["," for _ in range(gap - 1)] + [w]
         text = " ".join(seq * 5)
-        assert tok.encode(text) == _hf(hf_plain, text), gap
+        assert tok.encode(text) == _hf(vocab_hf, text), gap
     pieces = [rng.choice(words + ["a", "b", " ", "\n", "é", "中文", "x" * 20, "y" * 200]) for _ in range(3000)]
     text = "".join(pieces)
-    assert tok.encode(text) == _hf(hf_plain, text)
+    assert tok.encode(text) == _hf(vocab_hf, text)

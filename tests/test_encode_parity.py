@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
-from _both_vocabularies import hf_plain, tok, vocab  # noqa: F401  (fixtures: both vocabularies)
 from _hf_reference import byte_decoder
 
 
@@ -36,9 +35,9 @@ CONTEXTS = {
 }
 
 
-def assert_same(tok, hf_plain, texts, threads=2):
-    ours = tok.encode_batch(texts, num_threads=threads)
-    ref = [e.ids for e in hf_plain.encode_batch(texts, add_special_tokens=False)]
+def assert_same(vocab_tok, vocab_hf, texts, threads=2):
+    ours = vocab_tok.encode_batch(texts, num_threads=threads)
+    ref = [e.ids for e in vocab_hf.encode_batch(texts, add_special_tokens=False)]
     bad = [(t, a, b) for t, a, b in zip(texts, ours, ref) if a != b]
     assert not bad, f"{len(bad)} mismatches, first: {bad[0][0]!r}: ours {bad[0][1]} ref {bad[0][2]}"
 
@@ -52,38 +51,38 @@ SLOW_ON_QWEN36 = pytest.mark.parametrize(
 
 @SLOW_ON_QWEN36
 @pytest.mark.parametrize("context", ["alone", "after_letter", "after_space"])
-def test_every_scalar_value(tok, hf_plain, context):
+def test_every_scalar_value(vocab_tok, vocab_hf, context):
     pattern = CONTEXTS[context]
     for lo in range(0, len(SCALARS), 1 << 16):
-        assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
+        assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("context", sorted(set(CONTEXTS) - {"alone", "after_letter", "after_space"}))
-def test_every_scalar_value_more_contexts(tok, hf_plain, context):
+def test_every_scalar_value_more_contexts(vocab_tok, vocab_hf, context):
     pattern = CONTEXTS[context]
     for lo in range(0, len(SCALARS), 1 << 16):
-        assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
+        assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
 
 
 @SLOW_ON_QWEN36
-def test_non_ascii_scalars_in_every_context(tok, hf_plain):
+def test_non_ascii_scalars_in_every_context(vocab_tok, vocab_hf):
     # The fast default run: every context, every code point outside the
     # large uniform CJK / Hangul / private-use blocks, plus a sample of those.
     picked = [cp for cp in SCALARS if cp < 0x3400 or 0xA000 <= cp < 0xAC00 or 0xD7B0 <= cp < 0xE000
               or 0xF900 <= cp < 0x20000]
     picked += SCALARS[::97]
     for pattern in CONTEXTS.values():
-        assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in picked])
+        assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in picked])
 
 
-def test_every_mark_in_every_context(tok, hf_plain):
+def test_every_mark_in_every_context(vocab_tok, vocab_hf):
     from qwen4exp._pretokenize import char_class
 
     picked = [cp for cp in SCALARS if char_class(cp) & 16] + SCALARS[::211]  # 16: \p{M}
     assert len(picked) > 2500
     for pattern in CONTEXTS.values():
-        assert_same(tok, hf_plain, [pattern.format(c=chr(cp)) for cp in picked])
+        assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in picked])
 
 
 NOTES_TRAPS = [
@@ -97,20 +96,20 @@ NOTES_TRAPS = [
 ]
 
 
-def test_notes_traps(tok, hf_plain):
-    assert_same(tok, hf_plain, NOTES_TRAPS, threads=1)
+def test_notes_traps(vocab_tok, vocab_hf):
+    assert_same(vocab_tok, vocab_hf, NOTES_TRAPS, threads=1)
 
 
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
-def test_corpus_lines_and_whole(tok, hf_plain, name):
+def test_corpus_lines_and_whole(vocab_tok, vocab_hf, name):
     text = getattr(corpora, f"{name}_corpus")()
     lines = text.splitlines(keepends=True)
-    assert_same(tok, hf_plain, lines)
-    assert_same(tok, hf_plain, [text[i : i + 65536] for i in range(0, len(text), 65536)])
+    assert_same(vocab_tok, vocab_hf, lines)
+    assert_same(vocab_tok, vocab_hf, [text[i : i + 65536] for i in range(0, len(text), 65536)])
 
 
 @pytest.mark.parametrize("cache_size", [4, 64, 2048])
-def test_small_caches_fill_and_empty(hf_plain, vocab, cache_size):
+def test_small_caches_fill_and_empty(vocab_hf, vocab, cache_size):
     """Word caches far smaller than the text, so they fill and are emptied again
     and again; words around every storage boundary (bytes kept in the slot or
     in the pool, few or many ids, too long to cache), each seen twice so that
@@ -123,12 +122,12 @@ def test_small_caches_fill_and_empty(hf_plain, vocab, cache_size):
     words += [" " + "中文字" * k for k in range(1, 50)]        # 3-byte letters, many ids
     words += [" " + "क्ष" * k for k in range(1, 20)]        # Devanagari with a virama
     docs = ["".join(words[i::7]) for i in range(7)] + list(corpora.multilingual_documents()[:40])
-    assert_same(tok, hf_plain, docs + docs, threads=1)
+    assert_same(tok, vocab_hf, docs + docs, threads=1)
 
 
 @pytest.mark.parametrize("n", [20_000, 200_000])
-def test_long_words(tok, hf_plain, n):
-    assert_same(tok, hf_plain, [corpora.long_word(n), "x" * n, "-" * n, "中" * n, " " * n, "\n" * n, "1" * n,
+def test_long_words(vocab_tok, vocab_hf, n):
+    assert_same(vocab_tok, vocab_hf, [corpora.long_word(n), "x" * n, "-" * n, "中" * n, " " * n, "\n" * n, "1" * n,
                                 "e" + "\u0301" * n])
 
 
@@ -142,17 +141,17 @@ ALPHABET = st.sampled_from(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ALPHABET, max_size=40).map("".join))
-def test_hypothesis_structured(tok, hf_plain, text):
-    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+def test_hypothesis_structured(vocab_tok, vocab_hf, text):
+    assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=60))
-def test_hypothesis_any_text(tok, hf_plain, text):
-    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+def test_hypothesis_any_text(vocab_tok, vocab_hf, text):
+    assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
 
 
-def test_long_words_with_runs(tok, hf_plain):
+def test_long_words_with_runs(vocab_tok, vocab_hf):
     """Long pieces (heap and rank-bucket methods) with runs of identical symbols of every parity."""
     import random
 
@@ -165,23 +164,23 @@ def test_long_words_with_runs(tok, hf_plain):
             parts.append(c * rng.choice([1, 2, 3, 4, 5, 7, 8, 16, 33]))
         texts.append("".join(parts))
     texts += ["x" * n for n in (1023, 1024, 1025, 4097)] + ["ab" * 700, "aab" * 500, "-=" * 999]
-    assert_same(tok, hf_plain, texts)
+    assert_same(vocab_tok, vocab_hf, texts)
 
 
 @pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
-def test_every_token_spelling(tok, hf_plain):
+def test_every_token_spelling(vocab_tok, vocab_hf):
     """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
     pre-token that is a token is that token, whatever the merges would make."""
     to_byte = byte_decoder()
     texts = []
-    for piece in hf_plain.get_vocab():
+    for piece in vocab_hf.get_vocab():
         try:
             texts.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
         except UnicodeDecodeError:
             pass
     assert len(texts) > 100_000
-    assert_same(tok, hf_plain, texts)
-    assert_same(tok, hf_plain, ["x" + t + "\u0301" for t in texts[::7]])
+    assert_same(vocab_tok, vocab_hf, texts)
+    assert_same(vocab_tok, vocab_hf, ["x" + t + "\u0301" for t in texts[::7]])
 
 
 MARK_TRAPS = [
@@ -191,9 +190,9 @@ MARK_TRAPS = [
 ]
 
 
-def test_mark_traps(tok, hf_plain):
+def test_mark_traps(vocab_tok, vocab_hf):
     # Qwen3.5's pattern: marks join letter runs and never join punctuation runs.
-    assert_same(tok, hf_plain, MARK_TRAPS, threads=1)
+    assert_same(vocab_tok, vocab_hf, MARK_TRAPS, threads=1)
 
 
 # -- long texts: encode() cuts them into many parts and encodes the parts on
@@ -214,22 +213,22 @@ def _line_starts():
 
 
 @pytest.mark.parametrize("name", ["code", "multilingual"])
-def test_long_text_parts(tok, hf_plain, name):
+def test_long_text_parts(vocab_tok, vocab_hf, name):
     """A whole corpus in one encode() call (long enough to be split) equals the
     reference, and count() (never split) agrees."""
     text = getattr(corpora, f"{name}_corpus")()
     if len(text) < PART_MIN_CHARS:
         text = (text + "\n") * (PART_MIN_CHARS // len(text) + 1)
-    ids = tok.encode(text)
-    assert ids == hf_plain.encode(text, add_special_tokens=False).ids
-    assert len(ids) == tok.count(text)
+    ids = vocab_tok.encode(text)
+    assert ids == vocab_hf.encode(text, add_special_tokens=False).ids
+    assert len(ids) == vocab_tok.count(text)
 
 
-def test_long_text_parts_line_starts(tok, hf_plain):
+def test_long_text_parts_line_starts(vocab_tok, vocab_hf):
     """Lines starting with every kind of character, in a text long enough to be
     split, with and without CR, NFC and not (NFC runs over the whole text first)."""
     lines = _line_starts()
     body = "\n".join(lines[i % len(lines)] * (1 + i % 3) for i in range(30000))
     assert len(body) >= PART_MIN_CHARS
     for text in (body, body.replace("\n", "\r\n"), unicodedata.normalize("NFD", body)):
-        assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+        assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids

@@ -17,16 +17,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import qwen4exp
-from qwen4exp import EncodedChat, MessageSpan, SegmentBuilder
+from qwen4exp import MessageSpan, SegmentBuilder
 
 import _chat_reference as ref
-from test_chat import _free_text, _requests
-from test_chat_tokens import ATOM_FREE, CASES, WITH_ATOMS, render
+from helpers import ATOM_FREE, ORACLE_CASES, WITH_ATOMS, chat_requests, check_encoded, free_text, render_oracle
 
 _IM_START = re.compile(re.escape(b"<|im_start|>"))
 _NEXT_RESPONSE = re.compile(re.escape(b"\n<tool_response>"))
-_HEADER = b"<|im_start|>assistant\n"
-_CLOSE = b"<|im_end|>\n"
 
 
 def reference_spans(request: dict) -> list[tuple[int, int, int, str]]:
@@ -58,57 +55,10 @@ def reference_spans(request: dict) -> list[tuple[int, int, int, str]]:
     return spans
 
 
-def token_offsets(tok, ids, data: bytes, segments, nfc) -> np.ndarray:
-    """First byte of each token in `data`, from the lengths of the ids' own
-    spellings. The ids spell the stream with each DATA segment in NFC (HF's
-    normalizer); a token inside a segment that NFC changed is placed at its
-    offset within the normalized segment, clamped to the segment."""
-    lengths = [len(tok.decode_bytes([int(i)])) for i in ids]
-    norm = np.cumsum([0] + lengths[:-1], dtype=np.int64)
-    pieces = [data[a:b] if k else nfc(data[a:b].decode()).encode() for a, b, k in segments]
-    assert b"".join(tok.decode_bytes([int(i)]) for i in ids) == b"".join(pieces)
-    norm_starts = np.cumsum([0] + [len(p) for p in pieces[:-1]])
-    seg = np.searchsorted(norm_starts, norm, side="right") - 1
-    starts = np.array([a for a, _, _ in segments] or [0])
-    ends = np.array([b for _, b, _ in segments] or [0])
-    return starts[seg] + np.minimum(norm - norm_starts[seg], ends[seg] - starts[seg] - 1)
-
-
-def expected_masks(off, chat, spans, control_ranges):
-    """(control, message_index, assistant) per token, from byte offsets."""
-    control = np.array([any(a <= o < b for a, b in control_ranges) for o in off], dtype=bool)
-    index = np.array([next((m for a, b, m, _ in spans if a <= o < b), -1) for o in off], dtype=np.int32)
-    trained = []
-    for a, b, _, role in spans:
-        if role == "assistant":
-            assert chat.data[a : a + len(_HEADER)] == _HEADER and chat.data[b - len(_CLOSE) : b] == _CLOSE
-            trained.append((a + len(_HEADER), b - 1))
-    assistant = np.array([any(a <= o < b for a, b in trained) for o in off], dtype=bool)
-    return control, index, assistant
-
-
-def check_encoded(tok, chat, spans, segments, nfc):
-    """encode_chat(return_masks=True) against spans and segments found independently."""
-    enc = tok.encode_chat(chat, return_masks=True)
-    assert isinstance(enc, EncodedChat)
-    ids = tok.encode_chat(chat)
-    assert np.array_equal(enc.ids, ids)
-    assert enc.ids.dtype == np.int32 and enc.message_index.dtype == np.int32
-    assert enc.control_mask.dtype == bool and enc.assistant_mask.dtype == bool
-    assert {len(a) for a in enc} == {len(ids)}
-    off = token_offsets(tok, ids, chat.data, segments, nfc)
-    control_ranges = [(a, b) for a, b, k in segments if k == 1]
-    control, index, assistant = expected_masks(off, chat, spans, control_ranges)
-    assert np.array_equal(enc.control_mask, control)
-    assert np.array_equal(enc.message_index, index)
-    assert np.array_equal(enc.assistant_mask, assistant)
-    return enc
-
-
 @pytest.mark.parametrize("name", ATOM_FREE)
 def test_masks_on_atom_free_oracle(tok, hf_nfc, name):
-    request = CASES[name]["request"]
-    chat = render(request)
+    request = ORACLE_CASES[name]["request"]
+    chat = render_oracle(request)
     spans = reference_spans(request)
     assert [tuple(s) for s in chat.message_spans] == spans
     assert all(type(s) is MessageSpan for s in chat.message_spans)
@@ -123,26 +73,26 @@ def test_masks_on_atom_free_oracle(tok, hf_nfc, name):
 def test_masks_on_oracle_with_typed_atoms(tok, hf_nfc, name):
     """Typed atom spellings are DATA: same spans as the harmless twin (same
     byte lengths), and the control bytes are the twin's scanned markers."""
-    request = CASES[name]["request"]
+    request = ORACLE_CASES[name]["request"]
     twin = ref.harmless_twin(request)
-    chat = render(request)
+    chat = render_oracle(request)
     assert [tuple(s) for s in chat.message_spans] == reference_spans(twin)
     check_encoded(tok, chat, reference_spans(twin), ref.scan_segments(ref.reference_text(twin)), hf_nfc)
 
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(_requests(_free_text))
+@given(chat_requests(free_text))
 def test_masks_random_atom_free(tok, hf_nfc, request_):
     assume(not ref.has_atom(request_))
-    chat = render(request_)
+    chat = render_oracle(request_)
     spans = reference_spans(request_)
     assert [tuple(s) for s in chat.message_spans] == spans
     check_encoded(tok, chat, spans, ref.scan_segments(ref.reference_text(request_)), hf_nfc)
 
 
 def test_encode_chats_masks_equal_encode_chat(tok):
-    chats = [render(CASES[n]["request"]) for n in ATOM_FREE + WITH_ATOMS]
+    chats = [render_oracle(ORACLE_CASES[n]["request"]) for n in ATOM_FREE + WITH_ATOMS]
     batch = tok.encode_chats(chats, num_threads=2, return_masks=True)
     plain = tok.encode_chats(chats, num_threads=2)
     for chat, got, ids in zip(chats, batch, plain):
@@ -153,7 +103,7 @@ def test_encode_chats_masks_equal_encode_chat(tok):
 
 
 def test_plain_encode_chat_unchanged(tok):
-    chat = render(CASES[ATOM_FREE[0]]["request"])
+    chat = render_oracle(ORACLE_CASES[ATOM_FREE[0]]["request"])
     ids = tok.encode_chat(chat)
     assert type(ids) is np.ndarray and ids.dtype == np.int32
     assert np.array_equal(ids, tok.encode_chat(chat, return_masks=False))

@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
-from _both_vocabularies import hf_plain, tok, vocab  # noqa: F401  (fixtures: both vocabularies)
 from _hf_reference import hf_split
 
 
@@ -58,12 +57,12 @@ def byte_starts(split, text: str) -> np.ndarray:
     return offsets[chars]
 
 
-def check_cuts(tok, split, hf_nfc, text: str) -> int:
+def check_cuts(vocab_tok, split, hf_nfc, text: str) -> int:
     """Every cut the rule allows in NFC(text) starts a reference piece, and the
     parts it makes are NFC; returns the number of cuts."""
     norm = hf_nfc(text)
     data = norm.encode()
-    cuts = np.array(tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
+    cuts = np.array(vocab_tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
     if not len(cuts):
         return 0
     starts = byte_starts(split, norm)
@@ -81,26 +80,26 @@ SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 CONTEXT = "a{c} {c}b\n{c}'{c}{c}\u0301 "
 
 
-def _check_scalars(tok, split, hf_nfc, scalars):
+def _check_scalars(vocab_tok, split, hf_nfc, scalars):
     total = 0
     for k in range(0, len(scalars), 1 << 16):
         text = "".join(CONTEXT.format(c=chr(cp)) for cp in scalars[k:k + (1 << 16)])
-        total += check_cuts(tok, split, hf_nfc, text)
+        total += check_cuts(vocab_tok, split, hf_nfc, text)
     assert total > len(scalars)  # the rule cuts often: the test is not vacuous
 
 
 @pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
-def test_cuts_around_every_scalar_value(tok, split, hf_nfc):
-    _check_scalars(tok, split, hf_nfc, SCALARS)
+def test_cuts_around_every_scalar_value(vocab_tok, split, hf_nfc):
+    _check_scalars(vocab_tok, split, hf_nfc, SCALARS)
 
 
-def test_cuts_around_every_mark_and_non_ascii_bmp_letter(tok, split, hf_nfc):
+def test_cuts_around_every_mark_and_non_ascii_bmp_letter(vocab_tok, split, hf_nfc):
     """The default run's share of the exhaustive test on Qwen3.6, whose pattern
     differs in marks: every scalar value of the BMP from U+0300."""
-    _check_scalars(tok, split, hf_nfc, [cp for cp in SCALARS if 0x300 <= cp < 0x10000])
+    _check_scalars(vocab_tok, split, hf_nfc, [cp for cp in SCALARS if 0x300 <= cp < 0x10000])
 
 
-def check_raw_cuts(tok, hf_nfc, text: str) -> int:
+def check_raw_cuts(vocab_tok, hf_nfc, text: str) -> int:
     """The cuts the rule allows in text as it is (not normalized) that are
     before a stable starter (what encode_parts checks before encoding parts
     it has not normalized) leave parts whose NFCs joined are NFC(text), and
@@ -109,7 +108,7 @@ def check_raw_cuts(tok, hf_nfc, text: str) -> int:
     from qwen4exp import _normalize
 
     data = text.encode()
-    cuts = np.array(tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
+    cuts = np.array(vocab_tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
     cuts = cuts[_normalize.stable_at(data, cuts)]
     bounds = [0, *cuts.tolist(), len(data)]
     parts = [data[a:b].decode() for a, b in zip(bounds, bounds[1:])]
@@ -121,24 +120,24 @@ def check_raw_cuts(tok, hf_nfc, text: str) -> int:
 
 
 @pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
-def test_stable_cuts_around_every_non_ascii_bmp_scalar(tok, hf_nfc):
+def test_stable_cuts_around_every_non_ascii_bmp_scalar(vocab_tok, hf_nfc):
     """Every scalar value of the BMP from U+0300 in the contexts above, text
     not normalized first (both patterns; Qwen3 under slow, as its cuts are
     the same outside marks)."""
     scalars = [cp for cp in SCALARS if 0x300 <= cp < 0x10000]
     total = 0
     for k in range(0, len(scalars), 1 << 16):
-        total += check_raw_cuts(tok, hf_nfc, "".join(CONTEXT.format(c=chr(cp)) for cp in scalars[k:k + (1 << 16)]))
+        total += check_raw_cuts(vocab_tok, hf_nfc, "".join(CONTEXT.format(c=chr(cp)) for cp in scalars[k:k + (1 << 16)]))
     assert total > len(scalars)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
-def test_stable_cuts_hypothesis(tok, hf_nfc, text):
-    check_raw_cuts(tok, hf_nfc, text)
+def test_stable_cuts_hypothesis(vocab_tok, hf_nfc, text):
+    check_raw_cuts(vocab_tok, hf_nfc, text)
 
 
-def test_parts_are_checked_for_nfc_in_parallel(tok, hf_plain):
+def test_parts_are_checked_for_nfc_in_parallel(vocab_tok, vocab_hf):
     """An NFC text is cut as it is and each thread checks its own part; a text
     NFC would change, or cut before a character that is not a stable
     starter, is normalized whole first (parts_redone counts those)."""
@@ -147,65 +146,65 @@ def test_parts_are_checked_for_nfc_in_parallel(tok, hf_plain):
     docs = list(corpora.DOCUMENTS["multilingual"]())
     text = "".join(docs[:40])
     assert len(text.encode()) > 8 * 2048
-    before = tok._native.parts_redone
-    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
-    assert tok._native.parts_redone == before
+    before = vocab_tok._native.parts_redone
+    assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
+    assert vocab_tok._native.parts_redone == before
     late = len(text) * 7 // 8
     for changed in (text[:late] + "e\u0301" + text[late:],            # a part NFC changes
                     unicodedata.normalize("NFD", text),
                     ("word\u2000" * 4000)):                            # cuts before U+2000 (NFC: U+2002)
-        assert tok.encode(changed) == hf_plain.encode(changed, add_special_tokens=False).ids
-        assert tok._native.parts_redone == before + 1
+        assert vocab_tok.encode(changed) == vocab_hf.encode(changed, add_special_tokens=False).ids
+        assert vocab_tok._native.parts_redone == before + 1
         before += 1
 
 
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
-def test_cuts_in_corpora(tok, split, hf_nfc, name):
+def test_cuts_in_corpora(vocab_tok, split, hf_nfc, name):
     text = getattr(corpora, f"{name}_corpus")()
-    assert check_cuts(tok, split, hf_nfc, text) > 100
+    assert check_cuts(vocab_tok, split, hf_nfc, text) > 100
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
-def test_cuts_hypothesis(tok, split, hf_nfc, text):
-    check_cuts(tok, split, hf_nfc, text)
+def test_cuts_hypothesis(vocab_tok, split, hf_nfc, text):
+    check_cuts(vocab_tok, split, hf_nfc, text)
 
 
-def test_split_corpus_documents(tok, hf_plain, split_everything):
+def test_split_corpus_documents(vocab_tok, vocab_hf, split_everything):
     """Every document of the corpora, each split (threshold 2 bytes), NFC or not."""
     import unicodedata
 
     docs = list(corpora.DOCUMENTS["code"]()) + list(corpora.DOCUMENTS["multilingual"]())
-    ref = [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
-    assert [tok.encode(d) for d in docs] == ref
+    ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
+    assert [vocab_tok.encode(d) for d in docs] == ref
     nfd = [unicodedata.normalize("NFD", d) for d in docs[-200:]]
-    ref = [e.ids for e in hf_plain.encode_batch(nfd, add_special_tokens=False)]
-    assert [tok.encode(d) for d in nfd] == ref
+    ref = [e.ids for e in vocab_hf.encode_batch(nfd, add_special_tokens=False)]
+    assert [vocab_tok.encode(d) for d in nfd] == ref
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80))
-def test_split_hypothesis(tok, hf_plain, text):
+def test_split_hypothesis(vocab_tok, vocab_hf, text):
     with splitting_everything():
-        assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+        assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
 
 
-def test_default_threshold_splits_documents(tok, hf_plain):
+def test_default_threshold_splits_documents(vocab_tok, vocab_hf):
     """With the default threshold the larger documents take the split path."""
     docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 4096][:40]
     assert len(docs) >= 20
-    assert [tok.encode(d) for d in docs] == [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
+    assert [vocab_tok.encode(d) for d in docs] == [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
 
 
-def test_concurrent_callers(tok, hf_plain):
+def test_concurrent_callers(vocab_tok, vocab_hf):
     """Python threads splitting texts at once share the crew (a caller that
     finds every member busy encodes its parts itself)."""
     docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 4096][:24]
-    ref = [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
+    ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
     results = {}
 
     def run(k):
-        results[k] = [tok.encode(d) for d in docs[k::4]]
+        results[k] = [vocab_tok.encode(d) for d in docs[k::4]]
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
     for t in threads:
@@ -224,20 +223,20 @@ def _child_encode(args):
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
-def test_forked_child_has_a_crew(tok, hf_plain, vocab):
+def test_forked_child_has_a_crew(vocab_tok, vocab_hf, vocab):
     """The crew's threads do not survive fork: a child forked after the parent
     used them starts its own, and neither hangs."""
     docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 8192][:6]
-    assert tok.encode(docs[0])  # the parent's crew is running
-    ref = [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
+    assert vocab_tok.encode(docs[0])  # the parent's crew is running
+    ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(_child_encode, ((vocab, docs),)).get(timeout=120)
     assert got == ref
     assert os.getpid()  # the parent still splits after the fork
-    assert [tok.encode(d) for d in docs] == ref
+    assert [vocab_tok.encode(d) for d in docs] == ref
 
 
-def test_encode_threads_option(hf_plain, vocab):
+def test_encode_threads_option(vocab_hf, vocab):
     """encode_threads=1 keeps encode() on the calling thread; other values are
     used as given, survive pickling, and bad ones are refused by name."""
     import pickle
@@ -250,7 +249,7 @@ def test_encode_threads_option(hf_plain, vocab):
     assert three._native.encode_threads == 3
     assert qwen4exp.Tokenizer(vocab)._native.encode_threads == len(os.sched_getaffinity(0))
     docs = [d for d in corpora.DOCUMENTS["multilingual"]() if len(d.encode()) >= 2048][:30]
-    ref = [e.ids for e in hf_plain.encode_batch(docs, add_special_tokens=False)]
+    ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
     assert [one.encode(d) for d in docs] == ref
     assert [three.encode(d) for d in docs] == ref
     for bad in (0, -1, True, 1.5, "2"):
@@ -258,7 +257,7 @@ def test_encode_threads_option(hf_plain, vocab):
             qwen4exp.Tokenizer(vocab, encode_threads=bad)
 
 
-def test_result_items_are_the_static_ints(tok):
+def test_result_items_are_the_static_ints(vocab_tok):
     """Every list (one call, a split text joined from its parts, a batch) holds
     the process's static int object of each id: the same object for the same
     id everywhere, an exact int of the right value, with a refcount that no
@@ -268,8 +267,8 @@ def test_result_items_are_the_static_ints(tok):
     import sys
 
     docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 600][:40]
-    probe = tok.encode("def return self the , (")
-    lists = tok.encode_batch(docs, num_threads=2) + [tok.encode(docs[0] * 3), tok.encode(docs[1])]
+    probe = vocab_tok.encode("def return self the , (")
+    lists = vocab_tok.encode_batch(docs, num_threads=2) + [vocab_tok.encode(docs[0] * 3), vocab_tok.encode(docs[1])]
     seen = {}
     for ids in lists + [probe]:
         for x in ids:
@@ -280,9 +279,9 @@ def test_result_items_are_the_static_ints(tok):
     for _ in range(20):
         del lists
         gc.collect()
-        lists = tok.encode_batch(docs, num_threads=2)
+        lists = vocab_tok.encode_batch(docs, num_threads=2)
     assert dropped * 20 > 10**6
-    again = tok.encode("def return self the , (")
+    again = vocab_tok.encode("def return self the , (")
     assert again == probe and all(a is b for a, b in zip(again, probe))
     assert [x + 0 for x in probe] == [int(str(x)) for x in probe]
     assert all(sys.getrefcount(x) > 2**40 for x in probe)

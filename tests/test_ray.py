@@ -15,7 +15,7 @@ from qwen4exp.cli.main import main
 from qwen4exp.chat import render_chat
 
 from conftest import TOKENIZER_JSON
-from test_cli import BAD_LINES, EXAMPLE
+from helpers import BAD_LINES, EXAMPLE
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_text_column_with_a_null_row(qray, tok):
     texts.insert(7, None)
     ds = qray.ray.data.from_arrow(pa.table({"id": list(range(len(texts))), "text": texts}))
     out = _rows(qray.tokenize_dataset(ds, column="text", kind="text", on_error="skip", batch_size=16,
-                                      concurrency=1, num_threads=2, vocab=qwen4exp.Tokenizer.from_file(TOKENIZER_JSON)))
+                                      concurrency=1, vocab=qwen4exp.Tokenizer.from_file(TOKENIZER_JSON)))
     assert out.column_names == ["id", "text", "ids", "length", "error"]
     assert out.schema.field("ids").type == pa.list_(pa.int32())
     assert out.schema.field("length").type == pa.int32()

@@ -11,26 +11,17 @@ import threading
 import pytest
 
 import qwen4exp
-from _both_vocabularies import hf_plain, vocab  # noqa: F401  (fixtures: both vocabularies)
+from helpers import novel_words
 
 
-def novel_words(count: int, seed: int, alphabet: str = "bcdfghjklmnpqrstvwxz") -> list[str]:
-    """Distinct words unlikely to be tokens (consonant runs), 5 to 9 letters."""
-    rng = random.Random(seed)
-    words = set()
-    while len(words) < count:
-        words.add("".join(rng.choice(alphabet) for _ in range(rng.randint(5, 9))))
-    return sorted(words)
-
-
-def encode_at_once(tok, texts: list[str]) -> list[list[int]]:
-    """tok.encode of each text, one thread each, all released at once."""
+def encode_at_once(vocab_tok, texts: list[str]) -> list[list[int]]:
+    """vocab_tok.encode of each text, one thread each, all released at once."""
     results = [None] * len(texts)
     start = threading.Barrier(len(texts))
 
     def work(k):
         start.wait()
-        results[k] = tok.encode(texts[k])
+        results[k] = vocab_tok.encode(texts[k])
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(len(texts))]
     for t in threads:
@@ -40,14 +31,14 @@ def encode_at_once(tok, texts: list[str]) -> list[list[int]]:
     return results
 
 
-def test_merged_pieces_reach_the_shared_cache_and_are_used(vocab, hf_plain):  # noqa: F811
+def test_merged_pieces_reach_the_shared_cache_and_are_used(vocab, vocab_hf):
     """After a text of new words, the shared cache holds them: once the workers' own
     caches are emptied, the same text again publishes nothing new (the shared cache
     answers every word) and gives the same, exact ids."""
     tok = qwen4exp.Tokenizer(vocab)
     text = " ".join(novel_words(3000, 1))
     first = tok.encode(text)
-    assert first == hf_plain.encode(text, add_special_tokens=False).ids
+    assert first == vocab_hf.encode(text, add_special_tokens=False).ids
     published, room = tok._native.shared_cache_published()
     assert 0 < published <= room
     tok.flush_cache()
@@ -55,7 +46,7 @@ def test_merged_pieces_reach_the_shared_cache_and_are_used(vocab, hf_plain):  # 
     assert tok._native.shared_cache_published()[0] == published
 
 
-def test_publishing_stops_at_its_bound(hf_plain, vocab):  # noqa: F811
+def test_publishing_stops_at_its_bound(vocab_hf, vocab):
     """More new words than the shared cache has room for: additions stop at the room
     (the shared cache stays at most half full) and every id stays exact."""
     tok = qwen4exp.Tokenizer(vocab)
@@ -65,12 +56,12 @@ def test_publishing_stops_at_its_bound(hf_plain, vocab):  # noqa: F811
     got = tok.encode(text)
     assert tok._native.shared_cache_published() == (room, room)
     sample = " ".join(words[-3000:])  # words seen after the shared cache was full
-    assert tok.encode(sample) == hf_plain.encode(sample, add_special_tokens=False).ids
+    assert tok.encode(sample) == vocab_hf.encode(sample, add_special_tokens=False).ids
     head = " ".join(words[:2000])
-    assert got[: len(tok.encode(head))] == hf_plain.encode(head, add_special_tokens=False).ids
+    assert got[: len(tok.encode(head))] == vocab_hf.encode(head, add_special_tokens=False).ids
 
 
-def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
+def test_threads_adding_the_same_words_at_once(vocab, vocab_hf):
     """Six threads (each text also split across the crew) encode the same new
     words in different orders at the same time, so that they race to add
     them to the same shared-cache slots and read slots being added: every result is
@@ -83,7 +74,7 @@ def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
             order = list(words)
             random.Random(k).shuffle(order)
             texts.append(" ".join(order))
-        expect = [e.ids for e in hf_plain.encode_batch(texts, add_special_tokens=False)]
+        expect = [e.ids for e in vocab_hf.encode_batch(texts, add_special_tokens=False)]
         assert encode_at_once(tok, texts) == expect
         assert tok.encode_batch(texts, num_threads=2) == expect
 
@@ -91,7 +82,7 @@ def test_threads_adding_the_same_words_at_once(vocab, hf_plain):  # noqa: F811
 ROUNDS_OF_SAME_WORDS = 40  # the bug it guards against showed in ~1 result of 15: 80 results
 
 
-def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain):  # noqa: F811
+def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, vocab_hf):
     """Two threads encode the same new words in the same order on a fresh
     tokenizer with a tiny worker cache, so that both miss each word at the
     same moment and one adds it to the shared cache while the other is looking. A
@@ -102,18 +93,18 @@ def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, hf_plain): 
     2 s here), so that what is checked does not depend on the machine's speed."""
     for round_ in range(ROUNDS_OF_SAME_WORDS):
         text = " ".join(novel_words(1500, 100 + round_))
-        expect = hf_plain.encode(text, add_special_tokens=False).ids
+        expect = vocab_hf.encode(text, add_special_tokens=False).ids
         tok = qwen4exp.Tokenizer(vocab, cache_size=64, encode_threads=1)
         assert encode_at_once(tok, [text, text]) == [expect, expect], f"round {round_}"
 
 
 @pytest.mark.parametrize("cache_size", [0, 64])
-def test_small_or_no_caches(cache_size, vocab, hf_plain):  # noqa: F811
+def test_small_or_no_caches(cache_size, vocab, vocab_hf):
     """Without a shared cache (cache_size=0) nothing is published; with a tiny worker
     cache, emptied again and again, the shared cache keeps answering exactly."""
     tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
     text = " ".join(novel_words(2000, 3))
-    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+    assert tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
     published = tok._native.shared_cache_published()[0]
     assert (published == 0) if cache_size == 0 else (published > 0)
-    assert tok.encode(text) == hf_plain.encode(text, add_special_tokens=False).ids
+    assert tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids

@@ -156,7 +156,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from qwen4exp.cli.batch import STOP_SIGNALS  # noqa: E402
-from test_cli import _env  # noqa: E402
+from helpers import cli_env  # noqa: E402
 
 RECORD = b'{"messages": [{"role": "user", "content": "hello world"}]}\n{"text": "plain text"}\n'
 
@@ -167,7 +167,7 @@ def _stop_mid_run(tmp_path, signum, out_name):
     out = tmp_path / out_name
     p = subprocess.Popen(
         [sys.executable, "-m", "qwen4exp", "batch", "-", str(out), "--chunk-size", "4"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
         # a child of a background job may start with SIGINT ignored: restore defaults
         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)],
     )
