@@ -59,7 +59,9 @@ def ids(cases):
 
 
 def snapshot(chat: RenderedChat):
-    return (chat.data, chat.segments, chat.text)
+    """Everything a chat holds: the stream and what it was rendered from."""
+    return (chat.data, chat.segments, chat.text, chat.message_spans, chat.chat_format,
+            chat.request_tools(), chat.add_generation_prompt, chat.opens_reasoning)
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +296,22 @@ def test_render_chat_into_commits():
     out = _prefilled()
     assert render_chat_into(BIG, out, tools=BIG_TOOLS, add_generation_prompt=True) is None
     assert out == render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True)
-    assert out.text == render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True).text
+    assert snapshot(out) == snapshot(render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True))
+    assert out.request_tools() == BIG_TOOLS and out.add_generation_prompt
+
+
+def test_equality_is_the_stream():
+    """== compares what the tokenizer sees: a SegmentBuilder copy of a rendered
+    chat equals it, though it records nothing of the request."""
+    from qwen4exp.segments import SegmentBuilder
+
+    chat = render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True)
+    b = SegmentBuilder()
+    for start, end, kind in chat.segments:
+        (b.control if kind is Kind.TRUSTED_CONTROL else b.text)(chat.data[start:end].decode())
+    built = b.build()
+    assert built == chat and built.request_tools() is None and chat.request_tools() == BIG_TOOLS
+    assert (built.chat_format, built.add_generation_prompt) == (None, False)
 
 
 def test_render_chat_into_needs_rendered_chat():
@@ -314,7 +331,7 @@ def test_render_chat_into_rejections_leave_out_untouched(case):
     empty = RenderedChat()
     with pytest.raises(Qwen4ExpError):
         render_chat_into(req["messages"], empty, **render_kwargs(req))
-    assert snapshot(empty) == (b"", (), "")
+    assert snapshot(empty) == (b"", (), "", (), None, None, False, False)
 
 
 class _FailingMessages(tuple):

@@ -319,6 +319,36 @@ def test_request_tools(fmt):
         assert chat.request_tools() == tools
         assert qwen4exp.render_chat(msgs, add_generation_prompt=True, chat_format=fmt).request_tools() is None
     assert qwen4exp.RenderedChat().request_tools() is None
+    # a snapshot: neither the caller's list changed afterwards nor a returned list reaches it
+    mine = copy.deepcopy(tools)
+    chat = qwen4exp.render_chat(HISTORIES[1], tools=mine, add_generation_prompt=True, chat_format=fmt)
+    mine[0]["function"]["name"] = "changed"
+    mine.append({"type": "function", "function": {"name": "added"}})
+    got = chat.request_tools()
+    assert got == tools
+    got[0]["function"]["parameters"]["properties"].clear()
+    got.pop()
+    assert chat.request_tools() == tools
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_generation_prompt_facts(fmt):
+    """add_generation_prompt and opens_reasoning, recorded while rendering, say
+    what the official template's prompt is: opened reasoning exactly when its
+    text ends with an open THINK block."""
+    for agp in (False, True):
+        for thinking in (None, False, True):
+            if thinking and fmt == "qwen3-2507":
+                continue
+            request = {"messages": HISTORIES[1], "tools": TOOLS, "add_generation_prompt": agp,
+                       "enable_thinking": thinking}
+            text = reference_text(request, fmt)
+            chat = qwen4exp.render_chat(**request, chat_format=fmt)
+            assert chat.text == text
+            assert chat.add_generation_prompt is agp
+            assert chat.opens_reasoning is (agp and text.endswith("<|im_start|>assistant\n<think>\n"))
+    empty = qwen4exp.RenderedChat()
+    assert (empty.add_generation_prompt, empty.opens_reasoning, empty.request_tools()) == (False, False, None)
 
 
 def test_call_ids(toks):

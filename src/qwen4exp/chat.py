@@ -38,9 +38,10 @@ TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.value
 _role = attrgetter("role")
 
 
-def _render(req, fmt) -> tuple[list[bytes], list[int]]:
-    """The format's parts (alternating CONTROL, DATA, ..., the first CONTROL)
-    and message span marks (part indices: start0, end0, start1, ...)."""
+def _render(req, fmt) -> tuple[list[bytes], list[int], bool]:
+    """The format's parts (alternating CONTROL, DATA, ..., the first CONTROL),
+    message span marks (part indices: start0, end0, start1, ...) and whether
+    the generation prompt left a THINK block open."""
     return fmt.render(req)
 
 
@@ -50,7 +51,7 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
     fmt = _chat_format(chat_format)
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking,
                            preserve_thinking, reasoning_effort, fmt.rules)
-    parts, spans = _render(req, fmt)
+    parts, spans, opens_reasoning = _render(req, fmt)
     first_control = True
     if parts and not parts[0]:  # a stream that opens with DATA (formats/qwen35.py)
         del parts[0]
@@ -58,7 +59,10 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
         spans = [max(k - 1, 0) for k in spans]
     bounds = tuple(accumulate(map(len, parts), initial=0))
     roles = tuple(map(_role, req.messages))
-    return b"".join(parts), bounds, first_control, None, (spans, roles), fmt.rules.name
+    # the request's facts a completion parser needs, kept as rendered: the
+    # tools as their validated JSON text (a snapshot the caller cannot mutate)
+    facts = (req.tools, req.add_generation_prompt, opens_reasoning)
+    return b"".join(parts), bounds, first_control, None, (spans, roles), fmt.rules.name, facts
 
 
 def render_chat(

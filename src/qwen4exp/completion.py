@@ -106,7 +106,7 @@ class CompletionParser(ParserCore):
         if prompt is not None:
             opened, lead = _generation_prompt(prompt)
             if tools is None:
-                tools = _request_tools(prompt)
+                tools = prompt.request_tools()
         if in_reasoning is None:
             in_reasoning = opened
         elif in_reasoning != opened:  # the caller knows better than the prompt
@@ -140,11 +140,32 @@ class CompletionParser(ParserCore):
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
+_NOT_A_GENERATION_PROMPT = (
+    "prompt: the chat does not end with a generation prompt (<|im_start|>assistant\\n, "
+    "optionally <think>); render it with add_generation_prompt=True"
+)
+
+
 def _generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
     """(whether the prompt's generation prompt opened <think>, how many template
     newlines the completion still starts with). Raises Qwen4ExpError for a
-    chat that does not end with a generation prompt."""
-    data, bounds = chat.data, chat._bounds
+    chat that does not end with a generation prompt.
+
+    A rendered chat says so itself (recorded while rendering; its generation
+    prompt always ends with the template's own newlines, so none is left)."""
+    if chat.chat_format is None:
+        return _built_generation_prompt(chat)
+    if not chat.add_generation_prompt:
+        raise Qwen4ExpError(_NOT_A_GENERATION_PROMPT)
+    return chat.opens_reasoning, 0
+
+
+def _built_generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
+    """_generation_prompt of a stream with no rendering record (SegmentBuilder,
+    RenderedChat()): read from the markers its caller vouched for at its end
+    (the last segments: <|im_start|> "assistant\\n", then optionally <think>
+    and newlines, or an empty <think></think> block)."""
+    data, bounds = chat.data, chat.boundaries
     parts = []  # the last segments, last first: (is_control, bytes)
     control = chat.segments[-1].kind is Kind.TRUSTED_CONTROL if len(bounds) > 1 else False
     for k in range(len(bounds) - 1, max(0, len(bounds) - 8), -1):
@@ -162,13 +183,4 @@ def _generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
     if newlines is not None and len(tail) >= 6 and tail[1] == _THINK_END and tail[3] == _THINK \
             and tail[4] == _ASSISTANT and tail[5].endswith(_IM_START) and len(newlines) <= 2:
         return False, 2 - len(newlines)
-    raise Qwen4ExpError(
-        "prompt: the chat does not end with a generation prompt (<|im_start|>assistant\\n, "
-        "optionally <think>); render it with add_generation_prompt=True"
-    )
-
-
-def _request_tools(chat: RenderedChat):
-    """The tools the chat was rendered with (None when it does not say)."""
-    request_tools = getattr(chat, "request_tools", None)
-    return request_tools() if request_tools is not None else None
+    raise Qwen4ExpError(_NOT_A_GENERATION_PROMPT)

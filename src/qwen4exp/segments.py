@@ -14,7 +14,6 @@ from itertools import accumulate, cycle
 from typing import NamedTuple
 
 from .errors import surrogate_error
-from .markers import Marker
 
 __all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
 
@@ -69,13 +68,20 @@ class RenderedChat:
     `RenderedChat()` is the empty transcript. `render_chat_into` replaces the
     contents only after a request has been fully validated and rendered.
 
+    A chat from `render_chat` also keeps what it was rendered from that a
+    completion parser needs: `chat_format`, `request_tools()`,
+    `add_generation_prompt` and `opens_reasoning`. They are recorded while
+    rendering, never read back from the text. Equality (`==`) is the stream
+    the tokenizer sees, the bytes and the segments; those facts do not take
+    part, so a SegmentBuilder stream equals the rendered chat it copies.
+
     Segments are stored compactly, as their boundary offsets and the kind of
     the first one (kinds alternate, since neighbours of one kind are merged);
     the Segment tuples and the tokenizer's arrays are derived on demand.
     """
 
     __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans",
-                 "_format")
+                 "_format", "_tools", "_generation_prompt", "_opens_reasoning")
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -129,37 +135,42 @@ class RenderedChat:
             )
         return self._spans
 
-    def request_tools(self) -> list | None:
-        """The tool schemas the chat was rendered with (None: no tools).
+    @property
+    def add_generation_prompt(self) -> bool:
+        """True when the chat was rendered with add_generation_prompt=True (it
+        ends with the prompt a completion continues); False for `RenderedChat()`
+        and a stream built with SegmentBuilder."""
+        return self._generation_prompt
 
-        Read back from the tools preamble: the system turn's first text when
-        the marker after it is `<tool_call>` (only the preamble writes one
-        there, and caller text cannot write a marker), one `tojson` line per
-        tool after its last line `<tools>`. The same in every format.
-        """
-        b = self._bounds
-        if len(b) < 4 or not self._first_control:
-            return None
-        text, after = self._data[b[1] : b[2]], self._data[b[2] : b[3]]
-        if not text.startswith(b"system\n") or not after.startswith(Marker.TOOL_CALL.data):
-            return None
-        lines = text.split(b"\n")
-        try:
-            start = len(lines) - 1 - lines[::-1].index(b"<tools>")
-            end = lines.index(b"</tools>", start)
-        except ValueError:
-            return None
-        return [json.loads(line) for line in lines[start + 1 : end]]
+    @property
+    def opens_reasoning(self) -> bool:
+        """True when the chat's generation prompt opened a THINK block that the
+        completion continues (qwen3.5 / 3.6 / 3.8 with thinking on), as the
+        format decided while rendering; False otherwise."""
+        return self._opens_reasoning
+
+    def request_tools(self) -> list | None:
+        """The tool schemas the chat was rendered with, as a new list of new
+        dicts on every call; None without tools (and for `RenderedChat()` and
+        SegmentBuilder streams). Kept as the validated request's JSON text when
+        it was rendered: changing the caller's list afterwards changes nothing
+        here, and neither does anything the rendered text spells."""
+        return [json.loads(tool) for tool in self._tools] if self._tools else None
 
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
-                marks=((), ()), chat_format: str | None = None) -> None:
+                marks=((), ()), chat_format: str | None = None, facts=((), False, False)) -> None:
         """Replace the contents: `bounds` are the segment boundaries (0 first,
         len(data) last), `first_control` the kind of the first segment,
         `marks` the message spans as (flat start, end indices into `bounds`;
-        role codes), `chat_format` the format's name. Plain attribute stores
-        only: nothing here can fail half-way."""
+        role codes), `chat_format` the format's name, `facts` the request's
+        (tools as a tuple of JSON texts, add_generation_prompt, whether the
+        generation prompt opened a THINK block). Plain attribute stores only:
+        nothing here can fail half-way."""
+        tools, generation_prompt, opens_reasoning = facts
         self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
         self._marks, self._format = marks, chat_format
+        self._tools, self._generation_prompt = tools, generation_prompt
+        self._opens_reasoning = opens_reasoning
         self._segments = self._spans = None
 
     def __len__(self) -> int:

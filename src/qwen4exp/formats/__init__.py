@@ -9,9 +9,9 @@
 | "qwen3.8"    | Qwen3.8                                             | qwen35.py |
 
 A format is its validation rules (`chat_validate.Rules`) and a renderer that
-turns a validated request into alternating CONTROL / DATA parts and message
-spans. A new format is a module here, a row below, and its markers in
-markers.py.
+turns a validated request into alternating CONTROL / DATA parts, message
+spans, and whether its generation prompt left a THINK block open. A new
+format is a module here, a row below, and its markers in markers.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["ChatFormat", "FORMATS", "chat_formats", "chat_format"]
 
 class ChatFormat(NamedTuple):
     rules: Rules
-    render: Callable[[Request], tuple[list[bytes], list[int]]]
+    render: Callable[[Request], tuple[list[bytes], list[int], bool]]
 
 
 FORMATS: dict[str, ChatFormat] = {

@@ -65,11 +65,13 @@ _CALL_ARGS = b'", "arguments": '
 _CALL_CLOSE = b"}\n"
 
 
-def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int]]:
-    """The stream's parts (alternating CONTROL, DATA, ...; see above) and, per
+def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]:
+    """The stream's parts (alternating CONTROL, DATA, ...; see above), per
     message, the part indices where its span starts and ends (flat: start0,
-    end0, start1, ...). A message's span is its turn from its IM_START marker
-    through the newline after its IM_END marker; the tools preamble belongs to
+    end0, start1, ...), and whether the generation prompt left a THINK block
+    open (never here: with thinking on, the model writes THINK itself). A
+    message's span is its turn from its IM_START marker through the newline
+    after its IM_END marker; the tools preamble belongs to
     the system message's span (to none without one); each tool message of a
     shared turn spans its own TOOL_RESPONSE block (the first one also the
     turn's opening, the last one its closing); the generation prompt belongs
@@ -141,15 +143,15 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int]]:
         extend((_IM_START, b"assistant\n"))
         if thinking and not req.enable_thinking:
             extend(_NO_THINKING_PROMPT)
-    return parts, spans
+    return parts, spans, False
 
 
-def render_qwen3(req: Request) -> tuple[list[bytes], list[int]]:
+def render_qwen3(req: Request) -> tuple[list[bytes], list[int], bool]:
     """The Qwen3 template (Qwen3 hybrid-thinking models)."""
     return _render(req, True)
 
 
-def render_qwen3_2507(req: Request) -> tuple[list[bytes], list[int]]:
+def render_qwen3_2507(req: Request) -> tuple[list[bytes], list[int], bool]:
     """The Qwen3-Instruct-2507 template: Qwen3's without reasoning (an
     assistant's `reasoning_content` is not written) and with a bare generation prompt."""
     return _render(req, False)

@@ -87,10 +87,11 @@ _THINKING_PROMPT = (_THINK, b"\n")
 _NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
 
 
-def render_qwen35(req: Request) -> tuple[list[bytes], list[int]]:
-    """Parts and message spans (as formats/qwen3.py's) of a request in the
-    qwen3.5 / 3.6 / 3.8 format; which one is told by the resolved options
-    (`reasoning_effort` is set only in 3.8, `preserve_thinking` only in 3.6 / 3.8).
+def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
+    """Parts, message spans and whether the generation prompt left a THINK
+    block open (as formats/qwen3.py's) of a request in the qwen3.5 / 3.6 / 3.8
+    format; which one is told by the resolved options (`reasoning_effort` is
+    set only in 3.8, `preserve_thinking` only in 3.6 / 3.8).
 
     Only a tool message at index 0 starts without a turn of its own (the
     template opens the shared user turn only after another message): its
@@ -173,7 +174,8 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int]]:
             continue
         mark(len(parts))
 
+    opens_reasoning = req.add_generation_prompt and req.enable_thinking
     if req.add_generation_prompt:
         extend((_IM_START, b"assistant\n"))
-        extend(_THINKING_PROMPT if req.enable_thinking else _NO_THINKING_PROMPT)
-    return parts, spans
+        extend(_THINKING_PROMPT if opens_reasoning else _NO_THINKING_PROMPT)
+    return parts, spans, opens_reasoning
