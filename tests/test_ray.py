@@ -118,6 +118,70 @@ def test_chat_struct_column_with_masks(qray, tok):
     assert all(0 < sum(m) < len(m) for m in out.column("assistant_mask").to_pylist())
 
 
+def _with_tools(n):
+    """n requests as columns: messages, tools on about half the rows (None
+    elsewhere), add_generation_prompt and enable_thinking varying."""
+    with open(EXAMPLE, encoding="utf-8") as f:
+        tools = json.load(f)["tools"]
+    other = [{"type": "function", "function": {"name": "lookup", "description": "find <tool_call> docs",
+                                               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+    convs = _conversations(n)
+    return {
+        "messages": convs,
+        "tools": [tools if i % 2 else (other if i % 5 == 0 else None) for i in range(n)],
+        "add_generation_prompt": [i % 3 == 0 for i in range(n)],
+        "enable_thinking": [None if i % 4 == 0 else i % 4 == 1 for i in range(n)],
+    }
+
+
+def _local_ids(capsys, tmp_path, table, *args):
+    """ids of `qwen4exp batch` (the local engine) on `table` written as Parquet."""
+    pq.write_table(table, tmp_path / "in.parquet")
+    code, _ = _local_batch(capsys, tmp_path / "in.parquet", tmp_path / "local.parquet", "-q", *args)
+    assert code == 0
+    return pq.read_table(tmp_path / "local.parquet").column("ids").to_pylist()
+
+
+@pytest.mark.parametrize("layout", ["json", "struct"])
+def test_tools_and_option_columns_match_the_local_engine(qray, tok, tmp_path, capsys, layout):
+    """A tools column (and add_generation_prompt / enable_thinking columns)
+    beside the messages: tokenize_dataset reads them as the local engine
+    does, row by row; the rows with tools carry their preamble."""
+    cols = _with_tools(24)
+    if layout == "json":
+        cols["messages"] = [json.dumps(m) for m in cols["messages"]]
+        cols["tools"] = [None if t is None else json.dumps(t) for t in cols["tools"]]
+    table = pa.table(cols)
+    ds = qray.ray.data.from_arrow(table)
+    ray_ids = _rows(qray.tokenize_dataset(ds, column="messages", batch_size=8, concurrency=1)).column("ids").to_pylist()
+    assert ray_ids == _local_ids(capsys, tmp_path, table)
+    if layout == "json":  # JSON text keeps the tools exactly: the library's own rendering
+        raw = _with_tools(24)
+        want = [tok.encode_chat(render_chat(m, tools=t, add_generation_prompt=a,
+                                            **({} if e is None else {"enable_thinking": e}))).tolist()
+                for m, t, a, e in zip(*(raw[k] for k in ("messages", "tools", "add_generation_prompt",
+                                                          "enable_thinking")))]
+        assert ray_ids == want
+        bare = [tok.encode_chat(render_chat(m)).tolist() for m in raw["messages"]]
+        assert all((a != b) == (t is not None or g) for a, b, t, g in
+                   zip(ray_ids, bare, raw["tools"], raw["add_generation_prompt"]))
+
+
+def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
+    """Any column name for the messages, the tools column beside it, and
+    chat_format (batch's --chat-format) in another format and vocabulary."""
+    cols = _with_tools(12)
+    table = pa.table({"messages": [json.dumps(m) for m in cols["messages"]],
+                      "tools": [None if t is None else json.dumps(t) for t in cols["tools"]]})
+    local = _local_ids(capsys, tmp_path, table, "--chat-format", "qwen3.6", "--vocab", "qwen3.6")
+    ds = qray.ray.data.from_arrow(table.rename_columns(["conversation", "tools"]))
+    out = _rows(qray.tokenize_dataset(ds, column="conversation", chat_format="qwen3.6", vocab="qwen3.6",
+                                      batch_size=4, concurrency=1))
+    assert out.column("ids").to_pylist() == local
+    with pytest.raises(ValueError, match="chat_format"):
+        qray.tokenize_dataset(ds, column="conversation", chat_format="qwen9")
+
+
 def test_raise_names_the_row(qray):
     ctx = qray.ray.data.DataContext.get_current()
     ctx.raise_original_map_exception = True  # surface our exception type, not Ray's wrapper

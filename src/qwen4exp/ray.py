@@ -19,7 +19,8 @@ import ray.data
 
 from .chat import render_chat
 from .errors import ChatFormatError, Qwen4ExpError
-from .requests import failure_name, loads_json, request_from_json, strip_none
+from .formats import chat_formats
+from .requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
 from .segments import SegmentBuilder
 from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
@@ -39,6 +40,7 @@ def tokenize_dataset(
     batch_size: int = 256,
     concurrency: "int | tuple[int, int] | None" = None,
     num_threads: int = 1,
+    chat_format: "str | None" = None,
 ) -> "ray.data.Dataset":
     """Tokenize `column` of `ds`; returns the input columns plus `ids`
     (list<int32>), `length` (int32), `assistant_mask` (list<bool>, with
@@ -48,7 +50,12 @@ def tokenize_dataset(
     kind="text": a string column. kind="chat": request JSON strings
     ({"messages": [...], "tools": [...], "add_generation_prompt": ...} or a bare
     message list), Arrow list<struct> messages (as SFT datasets store them) or
-    a struct column holding whole requests.
+    a struct column holding whole requests. The columns named after the
+    other request keys ("tools", as JSON text or structs, "add_generation_prompt",
+    "enable_thinking"), where the dataset has them, set those keys row by row,
+    over the request's own: rows are read as `qwen4exp batch` reads a Parquet
+    input (qwen4exp.requests.request_of_row). chat_format: as render_chat's,
+    for every row (`--chat-format` of `qwen4exp batch`).
 
     on_error="raise": a bad row raises its error (ChatFormatError for a bad
     request, the tokenizer's error otherwise) naming the column and the row's
@@ -72,12 +79,15 @@ def tokenize_dataset(
     for name, value in (("batch_size", batch_size), ("num_threads", num_threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, not {value!r}")
+    if chat_format is not None and chat_format not in chat_formats():
+        raise ValueError(f"chat_format must be one of {', '.join(chat_formats())}, not {chat_format!r}")
+    render = {} if chat_format is None else {"chat_format": chat_format}
     tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, CACHE_SIZE_DEFAULT)
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
             tokenizer=tok, num_threads=num_threads, column=column, kind=kind,
-            masks=bool(masks), skip=on_error == "skip",
+            masks=bool(masks), skip=on_error == "skip", render=render,
         ),
         batch_format="pyarrow",
         batch_size=batch_size,
@@ -194,9 +204,9 @@ class _Worker:
 class _TokenizeColumn(_Worker):
     """`tokenize_dataset`'s batch function."""
 
-    def __init__(self, tokenizer, num_threads, column, kind, masks, skip):
+    def __init__(self, tokenizer, num_threads, column, kind, masks, skip, render):
         super().__init__(tokenizer, num_threads)
-        self.column, self.kind, self.masks, self.skip = column, kind, masks, skip
+        self.column, self.kind, self.masks, self.skip, self.render = column, kind, masks, skip, render
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self.column not in batch.column_names:
@@ -219,9 +229,13 @@ class _TokenizeColumn(_Worker):
                 payloads[k] = v
             kinds = [0] * n
         else:
+            # the request keys' own columns beside the messages, as the local engine reads them
+            columns = {key: batch.column(key).to_pylist() for key in REQUEST_KEYS[1:]
+                       if key != self.column and key in batch.column_names}
+            columns[self.column] = values
             for k, v in enumerate(values):
                 try:
-                    payloads[k] = _render(v)
+                    payloads[k] = _render(columns, k, self.column, self.render)
                 except Exception as exc:  # noqa: BLE001 - classified (or raised again) by _describe
                     _describe(exc)
                     errors[k] = exc
@@ -245,16 +259,12 @@ class _TokenizeColumn(_Worker):
         return out
 
 
-def _render(value):
-    """A chat column's value -> RenderedChat (raises on a bad request)."""
-    if value is None:
+def _render(columns, r: int, column: str, render: dict):
+    """Row r's chat -> RenderedChat (raises on a bad request)."""
+    if columns[column][r] is None:
         raise ChatFormatError("the chat is null")
-    if isinstance(value, (str, bytes)):
-        obj = loads_json(value)
-    else:  # list<struct> messages or a struct request, decoded by Arrow
-        obj = strip_none(value)
-    messages, options = request_from_json(obj, "record")
-    return render_chat(messages, **options)
+    messages, options = request_from_json(request_of_row(columns, r, column), "record")
+    return render_chat(messages, **render, **options)
 
 
 def _describe(exc: BaseException) -> str:

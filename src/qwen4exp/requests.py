@@ -1,7 +1,8 @@
 """Chat requests from JSON text or Arrow rows, strictly.
 
 One decoder for every place that reads a request: the command line (`render`,
-`encode --chat`, `batch`) and `qwen4exp.ray.tokenize_dataset`. A request is a
+`encode --chat`, `batch`) and `qwen4exp.ray.tokenize_dataset`, which also read
+a table's rows the same way (`request_of_row`). A request is a
 JSON object {"messages": [...], "tools": [...], "add_generation_prompt": bool,
 "enable_thinking": bool} or a bare list of messages.
 """
@@ -13,7 +14,7 @@ import math
 
 from .errors import JsonError, Qwen4ExpError, RecordError
 
-__all__ = ["REQUEST_KEYS", "loads_json", "request_from_json", "strip_none", "failure_name"]
+__all__ = ["REQUEST_KEYS", "loads_json", "request_from_json", "request_of_row", "strip_none", "failure_name"]
 
 # The keys of a request object; the others are ignored.
 REQUEST_KEYS = ("messages", "tools", "add_generation_prompt", "enable_thinking")
@@ -68,6 +69,30 @@ def request_from_json(obj, where: str):
         raise RecordError(f'{where}: a chat request needs a "messages" list')
     options = {k: obj[k] for k in REQUEST_KEYS[1:] if k in obj and obj[k] is not None}
     return obj["messages"], options
+
+
+def request_of_row(columns, r: int, messages: str = "messages") -> dict:
+    """The chat request of row r of a table of requests held as Python lists by
+    column name (`qwen4exp batch`'s Parquet input, `tokenize_dataset`).
+
+    Column `messages` holds the messages: a message list or a whole request
+    object, as JSON text or as decoded Arrow structs. Each other request key
+    (REQUEST_KEYS: "tools", "add_generation_prompt", "enable_thinking") is read
+    from the column of that name, where there is one and the row's value is not
+    null, over the request's own. The value must not be null (the caller names
+    that); JsonError for bad JSON text, RecordError for a request of the wrong
+    shape (as request_from_json)."""
+    listed, options = request_from_json(_decoded(columns[messages][r]), "record")
+    request = {"messages": listed, **options}
+    for key in REQUEST_KEYS[1:]:
+        if key != messages and key in columns and columns[key][r] is not None:
+            request[key] = _decoded(columns[key][r]) if key == "tools" else columns[key][r]
+    return request
+
+
+def _decoded(value):
+    """A column's value: JSON text decoded, Arrow structs without their nulls."""
+    return loads_json(value) if isinstance(value, (str, bytes)) else strip_none(value)
 
 
 def strip_none(obj):

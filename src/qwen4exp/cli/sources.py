@@ -17,7 +17,7 @@ import sys
 
 from .._files import kind_of
 from ..errors import RecordError
-from ..requests import failure_name, loads_json, request_from_json, strip_none
+from ..requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
 from .columns import RecordOptions, other_fields
 from .common import InputError, UsageError, need_module
 
@@ -175,7 +175,7 @@ def record_of_line(raw: bytes, index: int, lineno: int, options: RecordOptions =
 
 
 class ParquetSource:
-    COLUMNS = ("text", "messages", "tools", "add_generation_prompt", "enable_thinking")
+    COLUMNS = ("text", *REQUEST_KEYS)  # text, messages, and a column per other request key
 
     def __init__(self, path: str, options: RecordOptions = RecordOptions()):
         pq = need_module("pyarrow.parquet")
@@ -232,11 +232,10 @@ def records_of_batch(batch, index: int, options: RecordOptions = RecordOptions()
         kept = pa.Table.from_batches([batch]).select(names)
         batch = batch.select([n for n in batch.column_names if n in ParquetSource.COLUMNS])
     pylists = {name: batch.column(name).to_pylist() for name in batch.column_names}
-    struct = {n: not _is_string(batch.column(n).type) for n in ("messages", "tools") if n in pylists}
     records, failures = [], []
     for r in range(batch.num_rows):
         try:
-            rec = make_record(_row(pylists, r, struct), index + r, None, options=options,
+            rec = make_record(_row(pylists, r), index + r, None, options=options,
                               extra=None if kept is None else (kept, r))
             if rec.nbytes is None:
                 rec.nbytes = len(rec.payload.encode("utf-8", "surrogatepass"))
@@ -246,7 +245,7 @@ def records_of_batch(batch, index: int, options: RecordOptions = RecordOptions()
     return records, failures
 
 
-def _row(pylists, r, struct):
+def _row(pylists, r):
     """The request or text record of row r (columns as Python lists)."""
     text = pylists["text"][r] if "text" in pylists else None
     messages = pylists["messages"][r] if "messages" in pylists else None
@@ -256,33 +255,7 @@ def _row(pylists, r, struct):
         return {"text": text}
     if messages is None:
         raise RecordError("'text' and 'messages' are both null")
-    obj = {}
-    for name in ("messages", "tools"):
-        if name not in pylists or pylists[name][r] is None:
-            continue
-        value = pylists[name][r]
-        if struct[name]:
-            value = strip_none(value)
-        elif isinstance(value, (str, bytes)):
-            value = loads_json(value)
-        obj[name] = value
-    if isinstance(obj["messages"], dict) and "messages" in obj["messages"]:
-        obj = {**obj["messages"], **{k: v for k, v in obj.items() if k != "messages"}}
-    for name in ("add_generation_prompt", "enable_thinking"):
-        if name in pylists and pylists[name][r] is not None:
-            obj[name] = pylists[name][r]
-    return obj
-
-
-def _is_string(t) -> bool:
-    """A column of JSON text: any string or binary layout, plain or dictionary-encoded."""
-    import pyarrow as pa
-
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    kinds = ("is_string", "is_large_string", "is_string_view", "is_binary", "is_large_binary",
-             "is_binary_view")
-    return any(getattr(pa.types, k, lambda _: False)(t) for k in kinds)
+    return request_of_row(pylists, r)  # as tokenize_dataset reads its rows
 
 
 def failure_of(exc: BaseException, index: int, line) -> Failure:
