@@ -237,6 +237,89 @@ def test_batch_kept_column_errors(capsys, tmp_path):
     assert code == 3 and "'n'" in err and not (tmp_path / "o.parquet").exists()
 
 
+# -- a request's own options and chat format -----------------------------------------------
+
+# Options set in the request itself, in formats that have them: qwen3.6 keeps the
+# reasoning of the turn before the last query, qwen3.8 drops it and thinks briefly.
+REQUEST_OPTIONS = {"qwen3.6": {"preserve_thinking": True},
+                   "qwen3.8": {"preserve_thinking": False, "reasoning_effort": "low"}}
+
+
+@pytest.mark.parametrize("fmt", sorted(REQUEST_OPTIONS))
+def test_request_options_in_every_command(capsys, tmp_path, hf_full36, fmt):
+    """A request's preserve_thinking / reasoning_effort reach render_chat in
+    render, encode, count and batch (a JSONL record's keys, a Parquet input's
+    columns): the official template's text with those options."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    options = REQUEST_OPTIONS[fmt]
+    request = {**REQUEST, **options, "chat_format": fmt}  # naming the run's own format is fine
+    text = formats.reference_text(request, fmt)
+    assert text != formats.reference_text(REQUEST, fmt)  # the options change this request's text
+    ids = hf_full36.encode(text, add_special_tokens=False).ids
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps(request), encoding="utf-8")
+    code, out, err = run(capsys, "render", f, "--chat-format", fmt, "--json")
+    assert code == 0 and json.loads(out)["text"] == text, err
+    code, out, err = run(capsys, "encode", "--chat", f, "--chat-format", fmt)
+    assert code == 0 and json.loads(out) == ids, err
+    code, out, _ = run(capsys, "count", "--chat", f, "--chat-format", fmt)
+    assert int(out) == len(ids)
+    jsonl, parquet = tmp_path / "in.jsonl", tmp_path / "in.parquet"
+    jsonl.write_text(json.dumps(request) + "\n", encoding="utf-8")
+    pq.write_table(pa.table({"messages": [json.dumps(REQUEST["messages"])], "tools": [json.dumps(TOOLS)],
+                             **{k: [v] for k, v in options.items()}}), parquet)
+    for src in (jsonl, parquet):
+        out = tmp_path / "out.jsonl"
+        code, _, err = run(capsys, "batch", src, out, "--chat-format", fmt, "-q")
+        assert code == 0, err
+        assert [json.loads(line)["ids"] for line in out.read_text().splitlines()] == [ids]
+
+
+def test_request_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
+    """The run's --chat-format (qwen3 without one) fixes the vocabulary: a
+    request naming another format is an input error (exit 3) naming the field
+    and both formats; in batch a failed record, as is an option the format lacks."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps({**REQUEST, "chat_format": "qwen3.6"}), encoding="utf-8")
+    for args, run_format in ((("render", f), "qwen3"), (("encode", "--chat", f), "qwen3"),
+                             (("count", "--chat", f), "qwen3"), (("parse", "--prompt", f, "1"), "qwen3"),
+                             (("render", f, "--chat-format", "qwen3.8"), "qwen3.8")):
+        code, out, err = run(capsys, *args)
+        assert code == 3 and out == "", err
+        assert '"chat_format"' in err and "'qwen3.6'" in err and f"'{run_format}'" in err
+    f.write_text(json.dumps({**REQUEST, "preserve_thinking": True}), encoding="utf-8")
+    code, _, err = run(capsys, "render", f)
+    assert code == 3 and "ChatFormatError" in err and "preserve_thinking" in err
+
+    records = [{**REQUEST, "chat_format": "qwen3.6"}, {**REQUEST, "preserve_thinking": True},
+               {**REQUEST, "chat_format": "qwen3"}, {"text": "ok"}]
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    parquet = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"messages": [json.dumps(r.get("messages")) if "messages" in r else None for r in records],
+                             "tools": [json.dumps(TOOLS) if "messages" in r else None for r in records],
+                             "chat_format": [r.get("chat_format") for r in records],
+                             "preserve_thinking": [r.get("preserve_thinking") for r in records],
+                             "text": [r.get("text") for r in records]}), parquet)
+    want = [hf_full.encode(formats.reference_text(REQUEST, "qwen3"), add_special_tokens=False).ids,
+            hf_full.encode("ok", add_special_tokens=False).ids]
+    for src in (jsonl, parquet):
+        out, errors = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
+        code, _, err = run(capsys, "batch", src, out, "--on-error", "skip", "--errors", errors, "-q")
+        assert code == 1, err
+        errs = [json.loads(line) for line in errors.read_text().splitlines()]
+        assert [(e["index"], e["error"]) for e in errs] == [(0, "RecordError"), (1, "ChatFormatError")]
+        assert "'qwen3.6'" in errs[0]["message"] and "'qwen3'" in errs[0]["message"]
+        assert "preserve_thinking" in errs[1]["message"]
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(r["index"], r["ids"]) for r in rows] == [(2, want[0]), (3, want[1])]
+        code, _, err = run(capsys, "batch", src, tmp_path / "stop.jsonl", "-q")  # --on-error stop
+        assert code == 3 and '"chat_format"' in err and not (tmp_path / "stop.jsonl").exists()
+
+
 # -- help ---------------------------------------------------------------------------------
 
 

@@ -182,6 +182,48 @@ def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
         qray.tokenize_dataset(ds, column="conversation", chat_format="qwen9")
 
 
+def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
+    """A request's preserve_thinking / reasoning_effort (its own keys or a
+    column) reach render_chat, and a row whose "chat_format" (key or column)
+    is not the run's is a bad row naming both formats, as in the local engine;
+    so is an option the run's format lacks."""
+    from qwen4exp.cli.main import main
+
+    with open(EXAMPLE, encoding="utf-8") as f:
+        example = json.load(f)
+    # a last user query after the reasoning turn, so that preserve_thinking matters
+    convs = [example["messages"] + [{"role": "user", "content": f"and now {i}?"}] for i in range(6)]
+    own = [{"preserve_thinking": True}, {"chat_format": "qwen3.6"}, {"chat_format": "qwen3.8"},
+           {"reasoning_effort": "low"}, {}, {}]
+    table = pa.table({"messages": [json.dumps({"messages": c, "tools": example["tools"], **o}) for c, o in zip(convs, own)],
+                      "preserve_thinking": [None, None, None, None, True, None],
+                      "chat_format": [None, None, None, None, None, "qwen3"]})
+    pq.write_table(table, tmp_path / "in.parquet")
+    capsys.readouterr()
+    code = main(["batch", str(tmp_path / "in.parquet"), str(tmp_path / "local.parquet"), "--chat-format", "qwen3.6",
+                 "--vocab", "qwen3.6", "--on-error", "skip", "--errors", str(tmp_path / "errors.jsonl"), "-q"])
+    assert code == 1, capsys.readouterr().err
+    local = pq.read_table(tmp_path / "local.parquet")
+    local_ids = dict(zip(local.column("index").to_pylist(), local.column("ids").to_pylist()))
+    local_err = {e["index"]: f'{e["error"]}: {e["message"]}'
+                 for e in map(json.loads, (tmp_path / "errors.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert sorted(local_ids) == [0, 1, 4] and sorted(local_err) == [2, 3, 5]
+    assert local_err[2].startswith("RecordError") and "'qwen3.8'" in local_err[2] and "'qwen3.6'" in local_err[2]
+    assert local_err[3].startswith("ChatFormatError") and "reasoning_effort" in local_err[3]
+    assert local_err[5].startswith("RecordError") and "'qwen3'" in local_err[5]
+    tok36 = qwen4exp.Tokenizer("qwen3.6")
+    for k in (0, 4):
+        kept = tok36.encode_chat(render_chat(convs[k], tools=example["tools"], chat_format="qwen3.6",
+                                             preserve_thinking=True)).tolist()
+        assert local_ids[k] == kept != local_ids[1]
+
+    ds = qray.ray.data.from_arrow(table)
+    out = _rows(qray.tokenize_dataset(ds, column="messages", chat_format="qwen3.6", vocab="qwen3.6",
+                                      on_error="skip", batch_size=4, concurrency=1))
+    assert out.column("ids").to_pylist() == [local_ids.get(i, []) for i in range(len(convs))]
+    assert out.column("error").to_pylist() == [local_err.get(i) for i in range(len(convs))]
+
+
 def test_raise_names_the_row(qray):
     ctx = qray.ray.data.DataContext.get_current()
     ctx.raise_original_map_exception = True  # surface our exception type, not Ray's wrapper

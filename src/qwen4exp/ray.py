@@ -52,10 +52,12 @@ def tokenize_dataset(
     message list), Arrow list<struct> messages (as SFT datasets store them) or
     a struct column holding whole requests. The columns named after the
     other request keys ("tools", as JSON text or structs, "add_generation_prompt",
-    "enable_thinking"), where the dataset has them, set those keys row by row,
-    over the request's own: rows are read as `qwen4exp batch` reads a Parquet
-    input (qwen4exp.requests.request_of_row). chat_format: as render_chat's,
-    for every row (`--chat-format` of `qwen4exp batch`).
+    "enable_thinking", "preserve_thinking", "reasoning_effort", "chat_format"),
+    where the dataset has them, set those keys row by row, over the request's
+    own: rows are read as `qwen4exp batch` reads a Parquet input
+    (qwen4exp.requests.request_of_row). chat_format: as render_chat's, for
+    every row (`--chat-format` of `qwen4exp batch`); a row whose own
+    "chat_format" names another format is a bad row (RecordError).
 
     on_error="raise": a bad row raises its error (ChatFormatError for a bad
     request, the tokenizer's error otherwise) naming the column and the row's
@@ -263,8 +265,10 @@ def _render(columns, r: int, column: str, render: dict):
     """Row r's chat -> RenderedChat (raises on a bad request)."""
     if columns[column][r] is None:
         raise ChatFormatError("the chat is null")
-    messages, options = request_from_json(request_of_row(columns, r, column), "record")
-    return render_chat(messages, **render, **options)
+    # the run's format (render_chat's default without one): a row may only repeat it
+    messages, options = request_from_json(request_of_row(columns, r, column), "record",
+                                          render.get("chat_format", "qwen3"))
+    return render_chat(messages, **options)
 
 
 def _describe(exc: BaseException) -> str:

@@ -4,7 +4,12 @@ One decoder for every place that reads a request: the command line (`render`,
 `encode --chat`, `batch`) and `qwen4exp.ray.tokenize_dataset`, which also read
 a table's rows the same way (`request_of_row`). A request is a
 JSON object {"messages": [...], "tools": [...], "add_generation_prompt": bool,
-"enable_thinking": bool} or a bare list of messages.
+"enable_thinking": bool, "preserve_thinking": bool, "reasoning_effort": str,
+"chat_format": str} or a bare list of messages.
+
+The chat format is the run's (`--chat-format`, tokenize_dataset's
+`chat_format=`), since it fixes the vocabulary the ids are in: a request may
+name it in "chat_format", and one that names another format is a RecordError.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from .errors import JsonError, Qwen4ExpError, RecordError
 
 __all__ = ["REQUEST_KEYS", "loads_json", "request_from_json", "request_of_row", "strip_none", "failure_name"]
 
-# The keys of a request object; the others are ignored.
-REQUEST_KEYS = ("messages", "tools", "add_generation_prompt", "enable_thinking")
+# The keys of a request object; the others are ignored. Those between
+# "messages" and "chat_format" are render_chat's options, passed as given.
+REQUEST_KEYS = ("messages", "tools", "add_generation_prompt", "enable_thinking", "preserve_thinking",
+                "reasoning_effort", "chat_format")
+_OPTION_KEYS = REQUEST_KEYS[1:-1]
 
 
 def reject_constant(name: str):
@@ -55,11 +63,16 @@ def loads_json(text):
         raise JsonError(str(exc).split("; use sys.set_int_max_str_digits")[0]) from None
 
 
-def request_from_json(obj, where: str):
+def request_from_json(obj, where: str, chat_format: str | None = None):
     """(messages, options) of a decoded chat request: an object or a bare
-    message list; `where` names it in a RecordError."""
+    message list; `where` names it in a RecordError. `options` are
+    render_chat's keywords: the request's options that are not null, and
+    `chat_format`, the run's format. A request's own "chat_format" must be
+    that one: naming another is a RecordError. With chat_format=None the
+    request's "chat_format" is passed on unchecked, for a caller that reads a
+    request in two steps (request_of_row) and checks it at the end."""
     if isinstance(obj, list):
-        return obj, {}
+        return obj, {} if chat_format is None else {"chat_format": chat_format}
     if not isinstance(obj, dict):
         raise RecordError(
             f"{where}: a chat request must be a JSON object with \"messages\" or a list of "
@@ -67,7 +80,19 @@ def request_from_json(obj, where: str):
         )
     if "messages" not in obj:
         raise RecordError(f'{where}: a chat request needs a "messages" list')
-    options = {k: obj[k] for k in REQUEST_KEYS[1:] if k in obj and obj[k] is not None}
+    options = {k: obj[k] for k in _OPTION_KEYS if k in obj and obj[k] is not None}
+    named = obj.get("chat_format")
+    if chat_format is None:
+        if named is not None:
+            options["chat_format"] = named
+    else:
+        if named is not None and named != chat_format:
+            raise RecordError(
+                f'{where}: "chat_format" is {named!r}, but this run renders every request as '
+                f"{chat_format!r}, whose vocabulary the ids are in; leave the key out or run with "
+                f"that format"
+            )
+        options["chat_format"] = chat_format
     return obj["messages"], options
 
 
@@ -77,9 +102,10 @@ def request_of_row(columns, r: int, messages: str = "messages") -> dict:
 
     Column `messages` holds the messages: a message list or a whole request
     object, as JSON text or as decoded Arrow structs. Each other request key
-    (REQUEST_KEYS: "tools", "add_generation_prompt", "enable_thinking") is read
+    (REQUEST_KEYS: "tools", "add_generation_prompt", ..., "chat_format") is read
     from the column of that name, where there is one and the row's value is not
-    null, over the request's own. The value must not be null (the caller names
+    null, over the request's own; "chat_format" is left for the caller to check
+    (request_from_json with the run's format). The value must not be null (the caller names
     that); JsonError for bad JSON text, RecordError for a request of the wrong
     shape (as request_from_json)."""
     listed, options = request_from_json(_decoded(columns[messages][r]), "record")

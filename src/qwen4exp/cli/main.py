@@ -60,6 +60,7 @@ from .common import (
     UsageError,
     add_chat_format_argument,
     add_tokenizer_arguments,
+    chat_format_of,
     flush_stdout,
     read_input,
     silence_stdout,
@@ -170,7 +171,9 @@ exit codes:
 
 CHAT_INPUT_HELP = (
     'a chat request: a JSON object {"messages": [...], "tools": [...], '
-    '"add_generation_prompt": bool, "enable_thinking": bool} (only "messages" is required), '
+    '"add_generation_prompt": bool, "enable_thinking": bool, "preserve_thinking": bool, '
+    '"reasoning_effort": "xhigh"|"medium"|"low", "chat_format": F} (only "messages" is required; '
+    'an option the format lacks is an error; "chat_format", if given, must be the --chat-format), '
     "or a bare JSON list of messages"
 )
 
@@ -209,8 +212,8 @@ def _load_request(path: str, args=None):
         obj = loads_json(text)
     except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
-    try:
-        messages, options = request_from_json(obj, where)
+    try:  # the run's format (--chat-format) fixes the vocabulary: the request may only repeat it
+        messages, options = request_from_json(obj, where, chat_format_of(args))
     except RecordError as exc:
         raise InputError(str(exc)) from None
     extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
@@ -221,8 +224,6 @@ def _load_request(path: str, args=None):
             options["add_generation_prompt"] = True
         if getattr(args, "no_thinking", False):
             options["enable_thinking"] = False
-        if getattr(args, "chat_format", None):
-            options["chat_format"] = args.chat_format
     return messages, options
 
 
@@ -714,10 +715,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Tokenize every record of IN into OUT.\n\n"
         "IN: JSONL (.jsonl, .ndjson, .json, optionally .gz; - for stdin), one record a\n"
         'line: {"text": "..."} or a chat request {"messages": [...], "tools": [...],\n'
-        '"add_generation_prompt": bool, "enable_thinking": bool} (or a bare list of\n'
-        "messages); other keys are ignored, blank lines skipped. Or Parquet (.parquet):\n"
-        "a 'text' column, or a 'messages' column (JSON strings or list<struct>), with\n"
-        "optional 'tools', 'add_generation_prompt', 'enable_thinking' columns.\n\n"
+        '"add_generation_prompt": bool, "enable_thinking": bool, "preserve_thinking": bool,\n'
+        '"reasoning_effort": str, "chat_format": F} (or a bare list of messages); other\n'
+        "keys are ignored, blank lines skipped. A record whose \"chat_format\" is not the\n"
+        "--chat-format, or that sets an option its format lacks, is a failed record.\n"
+        "Or Parquet (.parquet): a 'text' column, or a 'messages' column (JSON strings or\n"
+        "list<struct>), with optional columns named after the other request keys.\n\n"
         "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
         'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
         "by extension or --format. --masks adds assistant_mask and message_index;\n"

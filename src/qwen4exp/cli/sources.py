@@ -95,8 +95,10 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
         return Record(index, line, TEXT, text, nbytes_hint, extra)
     if isinstance(obj, dict) and "text" in obj and obj["text"] is not None:
         raise RecordError('a record has either "text" or "messages", not both')
-    messages, request_options = request_from_json(obj, "record")
-    chat = render_chat(messages, **dict(options.render), **request_options)
+    render = dict(options.render)
+    # the run's format (--chat-format, render_chat's default without it): a record may only repeat it
+    messages, request_options = request_from_json(obj, "record", render.pop("chat_format", "qwen3"))
+    chat = render_chat(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 
