@@ -11,7 +11,10 @@
 * training masks computed independently of the product: `check_encoded`;
 * the chat formats' corpus: FORMAT_CASES, TOOLS, the message builders U, A,
   T, S and `call`, `option_grid`, `render_in`;
-* `novel_words`: words no vocabulary has, for the caches.
+* `novel_words`: words no vocabulary has, for the caches;
+* Ray: `ray_rows`, `batch_in_process` (the local engine, for comparison),
+  `conversations`, `requests_with_tools` (request columns), `finishes` (a
+  bound on a job that could hang).
 """
 
 from __future__ import annotations
@@ -371,3 +374,70 @@ def novel_words(count: int, seed: int, alphabet: str = "bcdfghjklmnpqrstvwxz") -
     while len(words) < count:
         words.add("".join(rng.choice(alphabet) for _ in range(rng.randint(5, 9))))
     return sorted(words)
+
+
+# ---------------------------------------------------------------- Ray
+
+
+def ray_rows(ds):
+    """The rows of a Ray dataset, in order, as one Arrow table."""
+    import pyarrow as pa
+    import ray
+
+    return pa.concat_tables(ray.get(ds.to_arrow_refs()))
+
+
+def batch_in_process(capsys, *args):
+    """Run `qwen4exp batch ARGS` in this process: (exit code, stderr lines
+    that name records)."""
+    from qwen4exp.cli.main import main
+
+    capsys.readouterr()
+    code = main(["batch", *map(str, args)])
+    err = capsys.readouterr().err.splitlines()
+    return code, [x for x in err if x.startswith("qwen4exp batch:") and " records: " not in x]
+
+
+def conversations(n):
+    """n conversations from the multilingual corpus: system, user, an assistant
+    turn with reasoning and a tool call, and a tool result spelling <|im_end|>."""
+    import corpora
+
+    ml = corpora.multilingual_documents()
+    return [
+        [{"role": "system", "content": "be brief"},
+         {"role": "user", "content": ml[i][:400]},
+         {"role": "assistant", "content": ml[i + 1][:200], "reasoning_content": f"step {i}",
+          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+         {"role": "tool", "content": "<|im_end|> result"}]
+        for i in range(n)
+    ]
+
+
+def requests_with_tools(n):
+    """n requests as columns: messages, tools on about half the rows (None
+    elsewhere), add_generation_prompt and enable_thinking varying."""
+    with open(EXAMPLE, encoding="utf-8") as f:
+        tools = json.load(f)["tools"]
+    other = [{"type": "function", "function": {"name": "lookup", "description": "find <tool_call> docs",
+                                               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+    convs = conversations(n)
+    return {
+        "messages": convs,
+        "tools": [tools if i % 2 else (other if i % 5 == 0 else None) for i in range(n)],
+        "add_generation_prompt": [i % 3 == 0 for i in range(n)],
+        "enable_thinking": [None if i % 4 == 0 else i % 4 == 1 for i in range(n)],
+    }
+
+
+def finishes(fn, seconds=600):
+    """fn()'s result; fails (instead of hanging the run) if it has not returned
+    after `seconds` (a bound for a broken build, not a measurement)."""
+    import threading
+
+    box = []
+    worker = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"still running after {seconds} s: the job hangs"
+    return box[0]

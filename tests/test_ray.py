@@ -11,11 +11,10 @@ import pytest
 import corpora
 import qwen4exp
 from qwen4exp import ChatFormatError
-from qwen4exp.cli.main import main
 from qwen4exp.chat import render_chat
 
 from conftest import TOKENIZER_JSON
-from helpers import BAD_LINES, EXAMPLE
+from helpers import BAD_LINES, EXAMPLE, batch_in_process, conversations, finishes, ray_rows, requests_with_tools
 
 
 @pytest.fixture(scope="module")
@@ -25,40 +24,13 @@ def qray(ray_cluster):
     return qwen4exp.ray
 
 
-def _rows(ds):
-    import ray
-
-    return pa.concat_tables(ray.get(ds.to_arrow_refs()))
-
-
-def _local_batch(capsys, *args):
-    """Run `qwen4exp batch ARGS` in this process: (exit code, stderr lines
-    that name records)."""
-    capsys.readouterr()
-    code = main(["batch", *map(str, args)])
-    err = capsys.readouterr().err.splitlines()
-    return code, [x for x in err if x.startswith("qwen4exp batch:") and " records: " not in x]
-
-
-def _conversations(n):
-    ml = corpora.multilingual_documents()
-    return [
-        [{"role": "system", "content": "be brief"},
-         {"role": "user", "content": ml[i][:400]},
-         {"role": "assistant", "content": ml[i + 1][:200], "reasoning_content": f"step {i}",
-          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
-         {"role": "tool", "content": "<|im_end|> result"}]
-        for i in range(n)
-    ]
-
-
 def test_text_column_with_a_null_row(qray, tok):
     """Also ships a from_file tokenizer to the actors (pickled with its
     compiled arrays, checked by checksum)."""
     texts = list(corpora.multilingual_documents()[:30]) + [d[:4000] for d in corpora.code_documents()[:6]]
     texts.insert(7, None)
     ds = qray.ray.data.from_arrow(pa.table({"id": list(range(len(texts))), "text": texts}))
-    out = _rows(qray.tokenize_dataset(ds, column="text", kind="text", on_error="skip", batch_size=16,
+    out = ray_rows(qray.tokenize_dataset(ds, column="text", kind="text", on_error="skip", batch_size=16,
                                       concurrency=1, vocab=qwen4exp.Tokenizer.from_file(TOKENIZER_JSON)))
     assert out.column_names == ["id", "text", "ids", "length", "error"]
     assert out.schema.field("ids").type == pa.list_(pa.int32())
@@ -80,13 +52,13 @@ def test_chat_json_column_matches_the_local_engine(qray, tok, tmp_path, capsys):
     with open(EXAMPLE, encoding="utf-8") as f:
         example = json.load(f)
     requests = [json.dumps({"messages": c, "add_generation_prompt": i % 2 == 0, "enable_thinking": i % 3 == 0})
-                for i, c in enumerate(_conversations(24))]
+                for i, c in enumerate(conversations(24))]
     requests[3:3] = [json.dumps(example), json.dumps(example["messages"])]  # with tools; a bare list
     requests[9:9] = [line for line in BAD_LINES if line and '"text"' not in line]  # bad JSON, roles, images...
     requests.append(json.dumps({"messages": [{"role": "user", "content": "\ud800 lone surrogate"}]}))
     src = tmp_path / "chats.jsonl"
     src.write_text("\n".join(requests) + "\n", encoding="utf-8")
-    code, _ = _local_batch(capsys, src, tmp_path / "local.parquet", "--on-error", "skip",
+    code, _ = batch_in_process(capsys, src, tmp_path / "local.parquet", "--on-error", "skip",
                            "--errors", tmp_path / "errors.jsonl", "-q")
     assert code == 1
     local = pq.read_table(tmp_path / "local.parquet")
@@ -96,7 +68,7 @@ def test_chat_json_column_matches_the_local_engine(qray, tok, tmp_path, capsys):
     assert len(local_err) == 5 and len(local_ids) == len(requests) - 5
 
     ds = qray.ray.data.from_arrow(pa.table({"request": requests + [None]}))
-    out = _rows(qray.tokenize_dataset(ds, column="request", on_error="skip", batch_size=8, concurrency=1))
+    out = ray_rows(qray.tokenize_dataset(ds, column="request", on_error="skip", batch_size=8, concurrency=1))
     ids, errors = out.column("ids").to_pylist(), out.column("error").to_pylist()
     assert ids[:-1] == [local_ids.get(i, []) for i in range(len(requests))]
     assert errors[:-1] == [local_err.get(i) for i in range(len(requests))]
@@ -107,9 +79,9 @@ def test_chat_json_column_matches_the_local_engine(qray, tok, tmp_path, capsys):
 def test_chat_struct_column_with_masks(qray, tok):
     """list<struct> messages as SFT datasets store them (Arrow fills absent
     fields with nulls), with the training masks of encode_chats."""
-    convs = _conversations(20)
+    convs = conversations(20)
     ds = qray.ray.data.from_arrow(pa.table({"messages": convs}))
-    out = _rows(qray.tokenize_dataset(ds, column="messages", masks=True, batch_size=8, concurrency=1))
+    out = ray_rows(qray.tokenize_dataset(ds, column="messages", masks=True, batch_size=8, concurrency=1))
     assert out.column_names == ["messages", "ids", "length", "assistant_mask"]
     assert out.schema.field("assistant_mask").type == pa.list_(pa.bool_())
     local = tok.encode_chats([render_chat(c) for c in convs], num_threads=1, return_masks=True)
@@ -118,26 +90,10 @@ def test_chat_struct_column_with_masks(qray, tok):
     assert all(0 < sum(m) < len(m) for m in out.column("assistant_mask").to_pylist())
 
 
-def _with_tools(n):
-    """n requests as columns: messages, tools on about half the rows (None
-    elsewhere), add_generation_prompt and enable_thinking varying."""
-    with open(EXAMPLE, encoding="utf-8") as f:
-        tools = json.load(f)["tools"]
-    other = [{"type": "function", "function": {"name": "lookup", "description": "find <tool_call> docs",
-                                               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
-    convs = _conversations(n)
-    return {
-        "messages": convs,
-        "tools": [tools if i % 2 else (other if i % 5 == 0 else None) for i in range(n)],
-        "add_generation_prompt": [i % 3 == 0 for i in range(n)],
-        "enable_thinking": [None if i % 4 == 0 else i % 4 == 1 for i in range(n)],
-    }
-
-
 def _local_ids(capsys, tmp_path, table, *args):
     """ids of `qwen4exp batch` (the local engine) on `table` written as Parquet."""
     pq.write_table(table, tmp_path / "in.parquet")
-    code, _ = _local_batch(capsys, tmp_path / "in.parquet", tmp_path / "local.parquet", "-q", *args)
+    code, _ = batch_in_process(capsys, tmp_path / "in.parquet", tmp_path / "local.parquet", "-q", *args)
     assert code == 0
     return pq.read_table(tmp_path / "local.parquet").column("ids").to_pylist()
 
@@ -147,16 +103,16 @@ def test_tools_and_option_columns_match_the_local_engine(qray, tok, tmp_path, ca
     """A tools column (and add_generation_prompt / enable_thinking columns)
     beside the messages: tokenize_dataset reads them as the local engine
     does, row by row; the rows with tools carry their preamble."""
-    cols = _with_tools(24)
+    cols = requests_with_tools(24)
     if layout == "json":
         cols["messages"] = [json.dumps(m) for m in cols["messages"]]
         cols["tools"] = [None if t is None else json.dumps(t) for t in cols["tools"]]
     table = pa.table(cols)
     ds = qray.ray.data.from_arrow(table)
-    ray_ids = _rows(qray.tokenize_dataset(ds, column="messages", batch_size=8, concurrency=1)).column("ids").to_pylist()
+    ray_ids = ray_rows(qray.tokenize_dataset(ds, column="messages", batch_size=8, concurrency=1)).column("ids").to_pylist()
     assert ray_ids == _local_ids(capsys, tmp_path, table)
     if layout == "json":  # JSON text keeps the tools exactly: the library's own rendering
-        raw = _with_tools(24)
+        raw = requests_with_tools(24)
         want = [tok.encode_chat(render_chat(m, tools=t, add_generation_prompt=a,
                                             **({} if e is None else {"enable_thinking": e}))).tolist()
                 for m, t, a, e in zip(*(raw[k] for k in ("messages", "tools", "add_generation_prompt",
@@ -170,25 +126,24 @@ def test_tools_and_option_columns_match_the_local_engine(qray, tok, tmp_path, ca
 def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
     """Any column name for the messages, the tools column beside it, and
     chat_format (batch's --chat-format) in another format and vocabulary."""
-    cols = _with_tools(12)
+    cols = requests_with_tools(12)
     table = pa.table({"messages": [json.dumps(m) for m in cols["messages"]],
                       "tools": [None if t is None else json.dumps(t) for t in cols["tools"]]})
     local = _local_ids(capsys, tmp_path, table, "--chat-format", "qwen3.6", "--vocab", "qwen3.6")
     ds = qray.ray.data.from_arrow(table.rename_columns(["conversation", "tools"]))
-    out = _rows(qray.tokenize_dataset(ds, column="conversation", chat_format="qwen3.6", vocab="qwen3.6",
+    out = ray_rows(qray.tokenize_dataset(ds, column="conversation", chat_format="qwen3.6", vocab="qwen3.6",
                                       batch_size=4, concurrency=1))
     assert out.column("ids").to_pylist() == local
     with pytest.raises(ValueError, match="chat_format"):
         qray.tokenize_dataset(ds, column="conversation", chat_format="qwen9")
 
 
-def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
+def test_request_options_and_chat_format_inray_rows(qray, tmp_path, capsys):
     """A request's preserve_thinking / reasoning_effort (its own keys or a
     column) reach render_chat, and a row whose "chat_format" (key or column)
     is not the run's is a bad row naming both formats, as in the local engine;
     so is an option the run's format lacks."""
-    from qwen4exp.cli.main import main
-
+    
     with open(EXAMPLE, encoding="utf-8") as f:
         example = json.load(f)
     # a last user query after the reasoning turn, so that preserve_thinking matters
@@ -218,10 +173,26 @@ def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
         assert local_ids[k] == kept != local_ids[1]
 
     ds = qray.ray.data.from_arrow(table)
-    out = _rows(qray.tokenize_dataset(ds, column="messages", chat_format="qwen3.6", vocab="qwen3.6",
+    out = ray_rows(qray.tokenize_dataset(ds, column="messages", chat_format="qwen3.6", vocab="qwen3.6",
                                       on_error="skip", batch_size=4, concurrency=1))
     assert out.column("ids").to_pylist() == [local_ids.get(i, []) for i in range(len(convs))]
     assert out.column("error").to_pylist() == [local_err.get(i) for i in range(len(convs))]
+
+
+def test_a_pool_that_would_take_every_cpu_is_refused(qray, tok):
+    """On 2 CPUs, actors taking both would wait forever for blocks the
+    upstream tasks (repartition) can never run to make: refused up front,
+    loudly; the default and the largest allowed pool finish."""
+    texts = [f"row {i}: " + "hello world " * (i % 7) for i in range(300)]
+    ds = qray.ray.data.from_arrow(pa.table({"text": texts})).repartition(8)
+    for concurrency, threads in ((2, 1), ((1, 2), 1), ((2, 2), 1), (1, 2), (None, 2), (1, 3)):
+        with pytest.raises(ValueError, match="wait forever|cannot run a tokenizer actor"):
+            qray.tokenize_dataset(ds, column="text", kind="text", concurrency=concurrency, num_threads=threads)
+    assert qray.actor_room(1) == 1
+    for concurrency in (None, 1):
+        out = finishes(lambda: ray_rows(qray.tokenize_dataset(ds, column="text", kind="text",
+                                                            concurrency=concurrency, batch_size=64)))
+        assert out.column("ids").to_pylist() == tok.encode_batch(texts, num_threads=1)
 
 
 def test_raise_names_the_row(qray):
@@ -258,7 +229,7 @@ def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
     runs = {}
     for engine in ("local", "ray"):
         out, errors = tmp_path / f"{engine}.parquet", tmp_path / f"{engine}.errors.jsonl"
-        code, shown = _local_batch(capsys, src, out, "--engine", engine, "--on-error", "skip",
+        code, shown = batch_in_process(capsys, src, out, "--engine", engine, "--on-error", "skip",
                                    "--errors", errors, "--chunk-size", "4")
         runs[engine] = (code, pq.read_table(out), errors.read_text(encoding="utf-8"))
     assert runs["ray"] == runs["local"]
@@ -268,7 +239,7 @@ def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
     assert shown == [f'qwen4exp batch: skipped {src}:{e["line"]}: {e["error"]}: {e["message"]}' for e in errs[:5]]
 
     for engine in ("local", "ray"):  # --on-error stop: the same message, nothing written
-        code, _ = _local_batch(capsys, src, tmp_path / f"stop-{engine}.parquet", "--engine", engine)
+        code, _ = batch_in_process(capsys, src, tmp_path / f"stop-{engine}.parquet", "--engine", engine)
         assert code == 3 and not (tmp_path / f"stop-{engine}.parquet").exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
@@ -277,7 +248,7 @@ def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
 def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
     """--masks and --keep-columns on Ray write what the local engine writes:
     JSONL lines parsed on the actors, and Parquet shards read there."""
-    convs = _conversations(12)
+    convs = conversations(12)
     lines = [json.dumps({"messages": c, "id": i, "tag": f"t{i % 3}"}) for i, c in enumerate(convs)]
     lines[4] = json.dumps({"text": "plain", "id": 4, "tag": "x"})
     lines[7] = json.dumps({"messages": [{"role": "bogus"}], "id": 7})
@@ -293,7 +264,7 @@ def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
         runs = {}
         for engine, path in zip(("local", "ray"), inputs):
             out = tmp_path / f"{engine}-{out_name}"
-            code, _ = _local_batch(capsys, path, out, "--engine", engine, "--masks", "--keep-columns",
+            code, _ = batch_in_process(capsys, path, out, "--engine", engine, "--masks", "--keep-columns",
                                    "--on-error", "skip", "-q", "--chunk-size", "4")
             runs[engine] = (code, pq.read_table(out) if out_name.endswith(".parquet") else out.read_text())
         assert runs["ray"] == runs["local"]
@@ -303,7 +274,7 @@ def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
 def test_batch_engine_ray_parquet_shards(ray_cluster, tmp_path, capsys):
     """A directory of shards (read by the workers) gives what the local engine
     gives for the same rows in one file; JSONL output."""
-    convs = _conversations(30)
+    convs = conversations(30)
     messages = [c if i not in (5, 17) else None for i, c in enumerate(convs)]  # two null rows
     messages[11] = [{"role": "bogus", "content": "x"}]
     agp = [i % 2 == 0 for i in range(30)]
@@ -317,7 +288,7 @@ def test_batch_engine_ray_parquet_shards(ray_cluster, tmp_path, capsys):
     runs = {}
     for engine, src in (("local", tmp_path / "all.parquet"), ("ray", shards)):
         out, errors = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.errors.jsonl"
-        code, _ = _local_batch(capsys, src, out, "--engine", engine, "--on-error", "skip", "--errors", errors,
+        code, _ = batch_in_process(capsys, src, out, "--engine", engine, "--on-error", "skip", "--errors", errors,
                                "-q", "--chunk-size", "8")
         runs[engine] = (code, out.read_text(encoding="utf-8"), errors.read_text(encoding="utf-8"))
     assert runs["ray"] == runs["local"]

@@ -24,7 +24,7 @@ from .requests import REQUEST_KEYS, failure_name, request_from_json, request_of_
 from .segments import SegmentBuilder
 from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
-__all__ = ["tokenize_dataset", "TokenizerPool"]
+__all__ = ["tokenize_dataset", "TokenizerPool", "actor_room"]
 
 _KINDS = ("chat", "text")
 
@@ -68,7 +68,11 @@ def tokenize_dataset(
     checksum). Each actor encodes a batch of `batch_size` rows with
     `num_threads` native threads and reserves that many CPUs; `concurrency`
     is the actor count (n, or (min, max) to autoscale; default 1 to as many
-    as the cluster fits).
+    as the cluster fits while leaving it a CPU). The actors never take every
+    CPU of the cluster: the operators that feed them (reading, repartitioning)
+    need one, and actors holding them all would wait forever for blocks no
+    task can run to make. A `concurrency` that leaves none (or a `num_threads`
+    larger than every node) is refused with ValueError before anything runs.
     """
     if kind not in _KINDS:
         raise ValueError(f'kind must be "chat" or "text", not {kind!r}')
@@ -93,20 +97,58 @@ def tokenize_dataset(
         ),
         batch_format="pyarrow",
         batch_size=batch_size,
-        compute=_actor_pool(concurrency),
+        compute=_actor_pool(concurrency, num_threads),
         num_cpus=num_threads,
         udf_modifying_row_count=False,
     )
 
 
-def _actor_pool(concurrency):
-    if concurrency is None:
-        return ray.data.ActorPoolStrategy(min_size=1, max_size=None)
-    if isinstance(concurrency, tuple) and len(concurrency) == 2:
-        return ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+def _actor_pool(concurrency, num_threads: int):
+    """The actor pool for `concurrency` actors of `num_threads` CPUs each, on a
+    cluster that keeps at least one CPU for the operators feeding them."""
+    def positive(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+    pair = isinstance(concurrency, tuple) and len(concurrency) == 2 and all(map(positive, concurrency))
+    if not (concurrency is None or positive(concurrency) or (pair and concurrency[0] <= concurrency[1])):
         raise ValueError(f"concurrency must be a positive int, a (min, max) pair or None, not {concurrency!r}")
+    room = actor_room(num_threads)
+    most = concurrency if isinstance(concurrency, int) else None if concurrency is None else concurrency[1]
+    if most is not None and most > room:
+        raise ValueError(
+            f"concurrency={concurrency!r}: {most} actors of num_threads={num_threads} CPUs would take every "
+            f"CPU of the cluster ({_cluster_cpus()}), and the operators that feed them (reading, "
+            f"repartitioning) need one: the job would wait forever. Use at most {room} actors here"
+        )
+    if concurrency is None:
+        return ray.data.ActorPoolStrategy(min_size=1, max_size=room)
+    if isinstance(concurrency, tuple):
+        return ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
     return ray.data.ActorPoolStrategy(size=concurrency)
+
+
+def actor_room(num_threads: int) -> int:
+    """How many actors of `num_threads` CPUs the cluster fits while keeping at
+    least one CPU free (node by node: an actor's CPUs are on one node).
+    ValueError when not even one fits."""
+    if not ray.is_initialized():
+        ray.init()  # as Ray Data would on the first run
+    nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+    fits = [c // num_threads for c in nodes]
+    room = sum(fits)
+    if room and sum(f * num_threads for f in fits) == sum(nodes):
+        room -= 1  # the actors would fill every CPU: one fewer
+    if room < 1:
+        largest = max(nodes, default=0)
+        why = (f"no node has {num_threads} CPUs (the largest has {largest})" if num_threads > largest else
+               f"its {sum(nodes)} CPUs leave none for the operators that feed the actor")
+        raise ValueError(f"num_threads={num_threads}: the cluster cannot run a tokenizer actor: {why}")
+    return room
+
+
+def _cluster_cpus() -> str:
+    nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+    return f"{sum(nodes)} CPUs on {len(nodes)} node{'s' * (len(nodes) != 1)}"
 
 
 class TokenizerPool:
