@@ -11,6 +11,8 @@
 * training masks computed independently of the product: `check_encoded`;
 * the chat formats' corpus: FORMAT_CASES, TOOLS, the message builders U, A,
   T, S and `call`, `option_grid`, `render_in`;
+* SCALARS, every Unicode scalar value, and SCALAR_SAMPLE, the default run's
+  deterministic share of it;
 * `novel_words`: words no vocabulary has, for the caches;
 * Ray: `ray_rows`, `batch_in_process` (the local engine, for comparison),
   `conversations`, `requests_with_tools` (request columns), `finishes` (a
@@ -363,6 +365,23 @@ def option_grid(fmt: str, full: bool = False):
         for k, value in enumerate(_VALUES[name]):
             out += [dict(g, **{name: value}) for g in grid[k % 2 :: 2]]
     return out or grid
+
+
+# -- Unicode scalar values ------------------------------------------------------------
+
+SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+# Where behaviour may change: UTF-8 lengths, Latin-1, the combining marks, the
+# large uniform blocks (CJK, Hangul, private use), the surrogates' neighbours,
+# the end of the BMP and of each plane.
+_EDGES = (0x7F, 0x80, 0xFF, 0x100, 0x2FF, 0x300, 0x36F, 0x370, 0x7FF, 0x800, 0x3400, 0x4DBF, 0x4E00,
+          0x9FFF, 0xA000, 0xAC00, 0xD7A3, 0xD7B0, 0xD7FF, 0xE000, 0xF8FF, 0xF900, 0xFFFD, 0xFFFF,
+          0x10000, 0x1F600, 0x1FFFF, 0x20000, 0x2FFFF, 0x30000, 0xE0000, 0xE01EF, 0xFFFFF, 0x10FFFF)
+#: The default run's share of the exhaustive scalar sweeps (`slow`): every
+#: 97th scalar value, all of ASCII, and each edge above with its neighbours.
+SCALAR_SAMPLE = sorted(
+    set(SCALARS[::97]) | set(range(0x80))
+    | {cp for e in _EDGES for cp in (e - 1, e, e + 1) if 0 <= cp < 0x110000 and not 0xD800 <= cp <= 0xDFFF}
+)
 
 
 # -- caches ----------------------------------------------------------------------------

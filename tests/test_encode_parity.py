@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 import corpora
 from _hf_reference import byte_decoder
+from helpers import SCALAR_SAMPLE, SCALARS
 
 
 
 
 
-SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 
 # Contexts that exercise every alternative of the pattern around one character.
 CONTEXTS = {
@@ -35,21 +35,23 @@ CONTEXTS = {
 }
 
 
-def assert_same(vocab_tok, vocab_hf, texts, threads=2):
-    ours = vocab_tok.encode_batch(texts, num_threads=threads)
-    ref = [e.ids for e in vocab_hf.encode_batch(texts, add_special_tokens=False)]
+def assert_same(tok, hf, texts, threads=2):
+    ours = tok.encode_batch(texts, num_threads=threads)
+    ref = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     bad = [(t, a, b) for t, a, b in zip(texts, ours, ref) if a != b]
     assert not bad, f"{len(bad)} mismatches, first: {bad[0][0]!r}: ours {bad[0][1]} ref {bad[0][2]}"
 
 
-# The Qwen3.6 runs of the exhaustive scalar tests are long (`slow`); the default
-# run checks its pattern's difference (marks) in every context instead.
-SLOW_ON_QWEN36 = pytest.mark.parametrize(
-    "vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True
-)
+# The exhaustive scalar sweeps are `slow`; the default run takes every context
+# over SCALAR_SAMPLE, and every mark (where Qwen3.6's pattern differs).
 
 
-@SLOW_ON_QWEN36
+def test_sampled_scalar_values_in_every_context(vocab_tok, vocab_hf):
+    for pattern in CONTEXTS.values():
+        assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in SCALAR_SAMPLE])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("context", ["alone", "after_letter", "after_space"])
 def test_every_scalar_value(vocab_tok, vocab_hf, context):
     pattern = CONTEXTS[context]
@@ -65,10 +67,10 @@ def test_every_scalar_value_more_contexts(vocab_tok, vocab_hf, context):
         assert_same(vocab_tok, vocab_hf, [pattern.format(c=chr(cp)) for cp in SCALARS[lo : lo + (1 << 16)]])
 
 
-@SLOW_ON_QWEN36
+@pytest.mark.slow
 def test_non_ascii_scalars_in_every_context(vocab_tok, vocab_hf):
-    # The fast default run: every context, every code point outside the
-    # large uniform CJK / Hangul / private-use blocks, plus a sample of those.
+    # Every context, every code point outside the large uniform CJK / Hangul /
+    # private-use blocks, plus a sample of those.
     picked = [cp for cp in SCALARS if cp < 0x3400 or 0xA000 <= cp < 0xAC00 or 0xD7B0 <= cp < 0xE000
               or 0xF900 <= cp < 0x20000]
     picked += SCALARS[::97]
@@ -168,17 +170,32 @@ def test_long_words_with_runs(vocab_tok, vocab_hf):
 
 
 @pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
-def test_every_token_spelling(vocab_tok, vocab_hf):
-    """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
-    pre-token that is a token is that token, whatever the merges would make."""
+def _token_texts(hf) -> list[str]:
+    """The vocabulary's token spellings that are text, in id order."""
     to_byte = byte_decoder()
     texts = []
-    for piece in vocab_hf.get_vocab():
+    for piece, _ in sorted(hf.get_vocab().items(), key=lambda item: item[1]):
         try:
             texts.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
         except UnicodeDecodeError:
             pass
+    return texts
+
+
+@pytest.mark.slow
+def test_every_token_spelling(vocab_tok, vocab_hf):
+    """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
+    pre-token that is a token is that token, whatever the merges would make."""
+    texts = _token_texts(vocab_hf)
     assert len(texts) > 100_000
+    assert_same(vocab_tok, vocab_hf, texts)
+    assert_same(vocab_tok, vocab_hf, ["x" + t + "\u0301" for t in texts[::7]])
+
+
+def test_sampled_token_spellings(vocab_tok, vocab_hf):
+    """The default run's share of the test above: every 13th token by id."""
+    texts = _token_texts(vocab_hf)[::13]
+    assert len(texts) > 100_000 // 13
     assert_same(vocab_tok, vocab_hf, texts)
     assert_same(vocab_tok, vocab_hf, ["x" + t + "\u0301" for t in texts[::7]])
 

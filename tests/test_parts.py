@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import corpora
 from _hf_reference import hf_split
+from helpers import SCALAR_SAMPLE, SCALARS
 
 
 
@@ -74,7 +75,6 @@ def check_cuts(vocab_tok, split, hf_nfc, text: str) -> int:
     return len(cuts)
 
 
-SCALARS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
 # Around each scalar value: after a letter, before a space, a letter and a
 # newline, after a newline and an apostrophe, doubled, with a mark after it.
 CONTEXT = "a{c} {c}b\n{c}'{c}{c}\u0301 "
@@ -88,14 +88,25 @@ def _check_scalars(vocab_tok, split, hf_nfc, scalars):
     assert total > len(scalars)  # the rule cuts often: the test is not vacuous
 
 
-@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
+def _marks() -> list[int]:
+    from qwen4exp._pretokenize import char_class
+
+    return [cp for cp in SCALARS if char_class(cp) & 16]  # 16: \p{M}, where Qwen3.6's pattern differs
+
+
+def test_cuts_around_sampled_scalars_and_every_mark(vocab_tok, split, hf_nfc):
+    """The default run's share of the two exhaustive tests below."""
+    _check_scalars(vocab_tok, split, hf_nfc, sorted(set(SCALAR_SAMPLE) | set(_marks())))
+
+
+@pytest.mark.slow
 def test_cuts_around_every_scalar_value(vocab_tok, split, hf_nfc):
     _check_scalars(vocab_tok, split, hf_nfc, SCALARS)
 
 
+@pytest.mark.slow
 def test_cuts_around_every_mark_and_non_ascii_bmp_letter(vocab_tok, split, hf_nfc):
-    """The default run's share of the exhaustive test on Qwen3.6, whose pattern
-    differs in marks: every scalar value of the BMP from U+0300."""
+    """Every scalar value of the BMP from U+0300 (Qwen3.6's pattern differs in marks)."""
     _check_scalars(vocab_tok, split, hf_nfc, [cp for cp in SCALARS if 0x300 <= cp < 0x10000])
 
 
@@ -119,12 +130,19 @@ def check_raw_cuts(vocab_tok, hf_nfc, text: str) -> int:
     return len(cuts)
 
 
-@pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
+def test_stable_cuts_around_sampled_scalars_and_every_mark(vocab_tok, hf_nfc):
+    """The default run's share of the exhaustive test below."""
+    _check_raw_scalars(vocab_tok, hf_nfc, sorted(set(SCALAR_SAMPLE) | set(_marks())))
+
+
+@pytest.mark.slow
 def test_stable_cuts_around_every_non_ascii_bmp_scalar(vocab_tok, hf_nfc):
     """Every scalar value of the BMP from U+0300 in the contexts above, text
-    not normalized first (both patterns; Qwen3 under slow, as its cuts are
-    the same outside marks)."""
-    scalars = [cp for cp in SCALARS if 0x300 <= cp < 0x10000]
+    not normalized first."""
+    _check_raw_scalars(vocab_tok, hf_nfc, [cp for cp in SCALARS if 0x300 <= cp < 0x10000])
+
+
+def _check_raw_scalars(vocab_tok, hf_nfc, scalars):
     total = 0
     for k in range(0, len(scalars), 1 << 16):
         total += check_raw_cuts(vocab_tok, hf_nfc, "".join(CONTEXT.format(c=chr(cp)) for cp in scalars[k:k + (1 << 16)]))
