@@ -420,8 +420,6 @@ class Tokenizer:
         parser = CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
                                   in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
         parser._where = "parse_completion()"
-        if isinstance(ids, np.ndarray):  # checked here: the parser's int64 view would wrap a uint64 id
-            ids = _ids_array(ids, self._n_vocab, "parse_completion()")
         parser.feed(ids)
         return parser.finish()
 
@@ -611,15 +609,15 @@ def _thread_count(num_threads: int | None, name: str = "num_threads") -> int:
     return min(operator.index(num_threads), _THREADS_MAX)
 
 
-def _ids_array(ids: Iterable[int], n_vocab: int, where: str = "decode()") -> np.ndarray:
+def _ids_array(ids: Iterable[int], n_vocab: int) -> np.ndarray:
     """ids as an int32 array; an id that cannot be one is named with its own
     value (an unsigned array's 2**64 - 1 is not called -1)."""
     if isinstance(ids, np.ndarray):
         if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise TypeError(f"{where} takes a 1-D array of integer ids")
+            raise TypeError("decode() takes a 1-D array of integer ids")
         if ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
             bad = int(np.flatnonzero((ids < 0) | (ids > 2**31 - 1))[0])
-            raise id_error(int(ids[bad]), bad, where, n_vocab)
+            raise id_error(int(ids[bad]), bad, "decode()", n_vocab)
         return np.ascontiguousarray(ids, dtype=np.int32)
     if isinstance(ids, (str, bytes)):
         raise TypeError("decode() takes a sequence of int ids, not a string")
