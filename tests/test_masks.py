@@ -91,17 +91,6 @@ def test_masks_random_atom_free(tok, hf_nfc, request_):
     check_encoded(tok, chat, spans, ref.scan_segments(ref.reference_text(request_)), hf_nfc)
 
 
-def test_encode_chats_masks_equal_encode_chat(tok):
-    chats = [render_oracle(ORACLE_CASES[n]["request"]) for n in ATOM_FREE + WITH_ATOMS]
-    batch = tok.encode_chats(chats, num_threads=2, return_masks=True)
-    plain = tok.encode_chats(chats, num_threads=2)
-    for chat, got, ids in zip(chats, batch, plain):
-        one = tok.encode_chat(chat, return_masks=True)
-        assert np.array_equal(got.ids, ids)
-        for a, b in zip(got, one):
-            assert np.array_equal(a, b)
-
-
 def test_plain_encode_chat_unchanged(tok):
     chat = render_oracle(ORACLE_CASES[ATOM_FREE[0]]["request"])
     ids = tok.encode_chat(chat)

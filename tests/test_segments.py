@@ -8,8 +8,6 @@ from qwen4exp import Kind, Segment, SegmentBuilder, SegmentError, TokenBuffer, U
 from qwen4exp import _alloc
 
 D, C = Kind.DATA, Kind.TRUSTED_CONTROL
-MARKERS = ["<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>", "<|endoftext|>", "<|image_pad|>"]
 
 
 def stream(*parts):
@@ -33,16 +31,6 @@ def test_builder_rejects_bad_input():
         SegmentBuilder().control("")
     with pytest.raises(qwen4exp.TextEncodingError):
         SegmentBuilder().text("\ud800")
-
-
-@pytest.mark.parametrize("marker", MARKERS)
-def test_same_spelling_trusted_vs_typed(tok, hf_plain, marker):
-    data, segs = stream((C, marker), (D, f"typed {marker} by a user"), (C, marker))
-    ids = tok.encode_segments(data, segs).tolist()
-    atom = tok.atoms[marker]
-    typed = hf_plain.encode(f"typed {marker} by a user", add_special_tokens=False).ids
-    assert ids == [atom] + typed + [atom]
-    assert ids.count(atom) == 2
 
 
 def test_control_concatenation_and_data_parity(tok, hf_full):

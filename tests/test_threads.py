@@ -23,6 +23,8 @@ import corpora
 import qwen4exp
 from qwen4exp.chat import render_chat
 
+from helpers import ORACLE_ACCEPTED, ORACLE_CASES, render_oracle
+
 EXAMPLE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     "src", "qwen4exp", "examples", "example_chat.json",
@@ -143,13 +145,24 @@ def chat_reference(tok, chats):
     return [tok.encode_chat(c) for c in chats]
 
 
-@pytest.mark.parametrize("threads", [1, 2, 4, 8])
-def test_encode_chats_threads_equal_encode_chat(tok, chats, chat_reference, threads):
-    got = tok.encode_chats(chats, num_threads=threads)
+@pytest.mark.parametrize(("threads", "masks"), [(1, False), (2, False), (4, False), (8, False), (2, True)])
+@pytest.mark.parametrize("source", ["corpora", "oracle"])
+def test_encode_chats_equals_encode_chat(tok, chats, source, threads, masks):
+    """encode_chats(chats) is [encode_chat(c) for c in chats], whatever the
+    thread count: the ids, and with return_masks every mask. Chats of the
+    corpora, and the chat oracle's accepted requests (typed atoms included)."""
+    if source == "oracle":
+        chats = [render_oracle(ORACLE_CASES[n]["request"]) for n in ORACLE_ACCEPTED] * 3
+    options = {"return_masks": True} if masks else {}
+    got = tok.encode_chats(chats, num_threads=threads, **options)
     assert len(got) == len(chats)
-    for i, (a, b) in enumerate(zip(got, chat_reference)):
-        assert a.dtype == np.int32
-        assert np.array_equal(a, b), f"chat {i} differs with {threads} threads"
+    for i, (chat, batch) in enumerate(zip(chats, got)):
+        single = tok.encode_chat(chat, **options)
+        if not masks:
+            batch, single = (batch,), (single,)
+        assert batch[0].dtype == np.int32
+        for a, b in zip(batch, single, strict=True):
+            assert np.array_equal(a, b), f"chat {i} differs with {threads} threads"
 
 
 def test_encode_chats_all_or_nothing_on_threads(tok, chats):
