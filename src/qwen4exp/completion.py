@@ -1,27 +1,28 @@
 """Parse what a model generates into an assistant message (docs/FORMAT.md, section 11).
 
-The ids a model writes after `<|im_start|>assistant\\n` are parsed by their
-ids, never by their text: only the atom ids `<think>`, `</think>`,
-`<tool_call>`, `</tool_call>`, `<|im_end|>` and `<|endoftext|>` make
+The ids a model writes after an assistant turn's header are parsed by their
+ids, never by their text: only the atom ids of the markers THINK, THINK_END,
+TOOL_CALL, TOOL_CALL_END, IM_END and END_OF_TEXT (markers.Marker) make
 structure. The same spellings written as ordinary BPE ids are text, so a model
 that explains the tool format does not call a tool.
 
-The grammar is the one the renderer writes for a final assistant turn::
+The grammar is the one the renderer writes for a final assistant turn, in
+marker names::
 
-    [<think> "\\n" REASONING "\\n" </think> "\\n\\n"] CONTENT
-    (NEWLINES <tool_call> "\\n" BODY "\\n" </tool_call>)* <|im_end|>
+    [THINK "\\n" REASONING "\\n" THINK_END "\\n\\n"] CONTENT
+    (NEWLINES TOOL_CALL "\\n" BODY "\\n" TOOL_CALL_END)* IM_END
 
 where NEWLINES before the first call are "\\n" (Qwen3, Qwen3-2507) or
 "\\n\\n" (Qwen3.5, 3.6, 3.8) after content and nothing without content, and
 "\\n" between calls. The newlines the template adds are removed exactly as it
-adds them: one after `<think>` (none when the prompt itself wrote
-`<think>\\n`) and one before `</think>`, up to two after `</think>`, those
-before each `<tool_call>`. Newlines before a first call with no content are
+adds them: one after THINK (none when the prompt itself wrote THINK and a
+newline) and one before THINK_END, up to two after THINK_END, those before
+each TOOL_CALL. Newlines before a first call with no content are
 not the template's: they are dropped and reported. A call's BODY is read by
 qwen4exp.tool_calls (JSON or XML, typed by the tools' schemas).
 
 The prompt (`RenderedChat`, rendered with `add_generation_prompt=True`) gives
-the format, the tools, and whether its generation prompt opened `<think>`;
+the format, the tools, and whether its generation prompt opened THINK;
 the keywords override it. Without either, the format is Qwen3's and nothing
 is open.
 
@@ -33,12 +34,12 @@ message has the four OpenAI keys, and only when something was wrong:
   body cannot be read or is cut off; ``text`` is the whole body, ``index`` its
   place among the tool calls (as in `Delta.index`);
 * ``errors``: ``[{"position", "error", "text"}]`` with ``position`` an index
-  into the ids: an atom that has no place there (``<|im_start|>``,
-  ``<tool_response>``, a second ``<think>``, ...; its spelling is ``text`` and
+  into the ids: an atom that has no place there (IM_START, TOOL_RESPONSE, a
+  second THINK, ...; its spelling is ``text`` and
   it is not copied into content or reasoning), a tool call inside reasoning
   (kept as reasoning text unless ``calls_in_reasoning="call"``), each repair
-  of a call body (at the call's `<tool_call>`), reasoning never closed, a
-  completion without ``<|im_end|>`` (truncated; text ``""``), or ids after
+  of a call body (at the call's TOOL_CALL), reasoning never closed, a
+  completion without IM_END (truncated; text ``""``), or ids after
   the end (their decoded ``text``).
 """
 
@@ -62,7 +63,7 @@ _STRUCTURE = (
 )
 
 
-#: The policies for a `<tool_call>` inside reasoning: "text" (the default) keeps
+#: The policies for a TOOL_CALL inside reasoning: "text" (the default) keeps
 #: it as reasoning text and reports it; "call" parses it as a call.
 CALLS_IN_REASONING = ("text", "call")
 
@@ -78,7 +79,7 @@ class CompletionParser(ParserCore):
 
     Text is emitted as soon as its bytes form characters, except final
     newlines, held until the next id shows whether the template wrote them
-    (released at `<|im_end|>`; on a truncated completion they are only in
+    (released at IM_END; on a truncated completion they are only in
     `finish()`'s message), and, inside a tool call, text that could still be a
     closing tag. `copy.copy(parser)` is an independent parser in the same
     state. Work is linear in the number of ids; the per-id state machine is
@@ -96,7 +97,7 @@ class CompletionParser(ParserCore):
             chat_format = (prompt.chat_format if prompt is not None else None) or "qwen3"
         calls = format_named(chat_format).rules.calls  # ChatFormatError for an unknown name
         # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
-        # never "<think>" in a prompt; the 3.5+ family (XML calls) "\n\n" and "<think>\n"
+        # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
         xml = calls != JSON_CALLS
         if in_reasoning is not None and not isinstance(in_reasoning, bool):
             raise TypeError(f"in_reasoning must be a bool or None, not {type(in_reasoning).__name__}")
@@ -141,13 +142,13 @@ class CompletionParser(ParserCore):
 
 
 _NOT_A_GENERATION_PROMPT = (
-    "prompt: the chat does not end with a generation prompt (<|im_start|>assistant\\n, "
-    "optionally <think>); render it with add_generation_prompt=True"
+    f"prompt: the chat does not end with a generation prompt ({Marker.IM_START}assistant\\n, "
+    f"optionally {Marker.THINK}); render it with add_generation_prompt=True"
 )
 
 
 def _generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
-    """(whether the prompt's generation prompt opened <think>, how many template
+    """(whether the prompt's generation prompt opened THINK, how many template
     newlines the completion still starts with). Raises Qwen4ExpError for a
     chat that does not end with a generation prompt.
 
@@ -163,8 +164,8 @@ def _generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
 def _built_generation_prompt(chat: RenderedChat) -> tuple[bool, int]:
     """_generation_prompt of a stream with no rendering record (SegmentBuilder,
     RenderedChat()): read from the markers its caller vouched for at its end
-    (the last segments: <|im_start|> "assistant\\n", then optionally <think>
-    and newlines, or an empty <think></think> block)."""
+    (the last segments: IM_START "assistant\\n", then optionally THINK and
+    newlines, or an empty THINK THINK_END block)."""
     data, bounds = chat.data, chat.boundaries
     parts = []  # the last segments, last first: (is_control, bytes)
     control = chat.segments[-1].kind is Kind.TRUSTED_CONTROL if len(bounds) > 1 else False

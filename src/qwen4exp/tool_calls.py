@@ -1,4 +1,4 @@
-"""Tool-call bodies: the text between a `<tool_call>` and a `</tool_call>` atom
+"""Tool-call bodies: the text between a TOOL_CALL and a TOOL_CALL_END atom
 (docs/FORMAT.md, section 11).
 
 The completion parser's state machine (pyx/_stream.pyx) finds the calls by
@@ -48,6 +48,7 @@ import json
 import re
 
 from ._stream import Delta
+from .markers import Marker
 from .requests import reject_constant
 from .tool_schemas import tool_schemas, typed_json
 
@@ -575,8 +576,8 @@ class CallReader:
     # -- the end ------------------------------------------------------------------
 
     def close(self, how: str, out: list):
-        """End the call: `how` is "closed" (by </tool_call>), "ended" (by the
-        message's end), "reopened" (by the next <tool_call>) or "truncated".
+        """End the call: `how` is "closed" (by TOOL_CALL_END), "ended" (by the
+        message's end), "reopened" (by the next TOOL_CALL) or "truncated".
         Returns (call or None, invalid_tool_calls entry or None, errors)."""
         body = "".join(self.raw)
         if body.startswith("\n"):
@@ -587,12 +588,12 @@ class CallReader:
             return None, self._invalid(body, "unterminated tool call (the completion ends inside it)"), []
         self._run(True, out)
         if how == "ended":
-            self._problem("missing </tool_call> (the message ended inside the call)")
+            self._problem(f"missing {Marker.TOOL_CALL_END} (the message ended inside the call)")
         elif how == "reopened":
-            self._problem("missing </tool_call> before the next <tool_call>")
+            self._problem(f"missing {Marker.TOOL_CALL_END} before the next {Marker.TOOL_CALL}")
         if how != "closed":  # an invalid body says why it may be cut short
-            self.unterminated = ("unterminated tool call (no </tool_call> before "
-                                  + ("the end); " if how == "ended" else "the next <tool_call>); "))
+            self.unterminated = (f"unterminated tool call (no {Marker.TOOL_CALL_END} before "
+                                 + ("the end); " if how == "ended" else f"the next {Marker.TOOL_CALL}); "))
         state = self.state
         if state == _JSON_ARGS:
             arguments, why = self._json_arguments(body, out)
