@@ -347,14 +347,14 @@ def test_output_write_failure_is_one_line(tmp_path, out_name):
     import subprocess
     import sys
 
-    from test_cli import _env
+    from helpers import cli_env
 
     src = tmp_path / "in.jsonl"
     src.write_bytes(_jsonl_bytes(3_000))
     limit = 16 * 1024
     r = subprocess.run(
         [sys.executable, "-m", "qwen4exp", "batch", str(src), str(tmp_path / out_name), "--chunk-size", "500"],
-        capture_output=True, text=True, env=_env(), timeout=300,
+        capture_output=True, text=True, env=cli_env(), timeout=300,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
     )
     assert r.returncode == 4, r.stderr

@@ -2,7 +2,8 @@
 (imports inside functions count), the command line (qwen4exp.cli) imported
 by no library module, and each template marker spelled in at most two
 modules (markers.py, which every other module uses, and the vocabulary
-compiler, which reads tokenizer.json without importing the package)."""
+compiler, which reads tokenizer.json without importing the package); and the
+tests' own: no test module imports another."""
 
 from __future__ import annotations
 
@@ -144,3 +145,49 @@ def test_no_library_module_imports_the_cli():
     library = [m for m in GRAPH if m != cli and not m.startswith(cli + ".") and m != f"{PACKAGE}.__main__"]
     offenders = {m: sorted(t for t in GRAPH[m] if t == cli or t.startswith(cli + ".")) for m in library}
     assert not {m: t for m, t in offenders.items() if t}
+
+
+# -- the template markers: spelled by the marker table only ----------------------------
+
+# Written out here, not read from qwen4exp.markers: this is the check of that table.
+MARKER_SPELLINGS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
+                    "</tool_call>", "<tool_response>", "</tool_response>")
+MARKER_MODULES = {f"{PACKAGE}.markers", f"{PACKAGE}._vocab_compile"}  # the table; the vocabulary compiler
+
+
+def test_markers_match_the_table():
+    from qwen4exp.markers import Marker
+
+    assert sorted(m.value for m in Marker) == sorted(MARKER_SPELLINGS)
+
+
+@pytest.mark.parametrize("spelling", MARKER_SPELLINGS)
+def test_each_marker_is_spelled_in_at_most_two_modules(spelling):
+    """Every other module names a marker through qwen4exp.markers (code, help
+    texts and messages built from Marker values; docstrings say "the IM_END
+    marker"), so that one table holds the spellings for both directions."""
+    spelled = sorted(m for m, path in MODULES.items() if path.endswith(".py")
+                     and spelling in open(path, encoding="utf-8").read())
+    assert len(spelled) <= 2 and set(spelled) <= MARKER_MODULES, spelled
+
+
+# -- the tests: one helpers module, no test module importing another --------------------
+
+TESTS = os.path.join(REPO, "tests")
+
+
+def test_no_test_module_imports_another():
+    """Shared code lives in tests/helpers.py (and the reference modules), so a
+    test module can run, move or change alone."""
+    offenders = {}
+    for name in sorted(os.listdir(TESTS)):
+        if not (name.startswith("test_") and name.endswith(".py")):
+            continue
+        tree = ast.parse(open(os.path.join(TESTS, name), encoding="utf-8").read(), name)
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad = [n for n in names if n.split(".")[0].startswith("test_")]
+            if bad:
+                offenders.setdefault(name, []).extend(bad)
+    assert not offenders
