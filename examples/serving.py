@@ -94,7 +94,7 @@ def main() -> None:
             except StopIteration as done:
                 message = done.value
                 break
-        messages.append(message)  # renders back to the very ids the model wrote
+        messages.append(message)  # while it is the last turn it renders back to the ids the model wrote
         if not message["tool_calls"]:
             break
         for call in message["tool_calls"]:
