@@ -442,25 +442,24 @@ class Tokenizer:
         With `return_masks=True`, an EncodedChat: the same ids plus
         `control_mask`, `message_index` and `assistant_mask` (qwen4exp.masks).
         """
-        if not isinstance(chat, RenderedChat):
-            raise TypeError(f"encode_chat() takes a RenderedChat, not {type(chat).__name__}")
-        data, bounds = chat.data, chat.boundaries
-        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, return_masks)
-        if fault is not None:
-            raise fault_error(fault, data, bounds, bounds[1:])
+        ids, tok_ends = self._chat_ids(chat, "encode_chat()", return_masks)
         if return_masks:
             return chat_masks(chat, ids, tok_ends, self._token_lengths())
         return ids
 
     def count_chat(self, chat: RenderedChat) -> int:
         """len(encode_chat(chat))."""
+        return len(self._chat_ids(chat, "count_chat()", False)[0])
+
+    def _chat_ids(self, chat: RenderedChat, where: str, with_ends: bool):
+        """(ids, ids so far after each segment or None) of a RenderedChat."""
         if not isinstance(chat, RenderedChat):
-            raise TypeError(f"count_chat() takes a RenderedChat, not {type(chat).__name__}")
+            raise TypeError(f"{where} takes a RenderedChat, not {type(chat).__name__}")
         data, bounds = chat.data, chat.boundaries
-        ids, _, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, False)
+        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, with_ends)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
-        return len(ids)
+        return ids, tok_ends
 
     def fit_chat(
         self,
