@@ -8,9 +8,10 @@ in order and commits OUT (and the errors file) only at the end. An engine is
 a class with `open_source(path, fmt)` (the source whose chunks it takes) and,
 once built as `Engine(tok, args)`, `window` (chunks it may hold in flight),
 `submit(chunk)` returning an object whose `result()` is an `EncodedChunk`, and
-`close(cancel)`. `LocalEngine` encodes parsed records in this process, one
-chunk ahead on a worker thread; `ray_engine.RayEngine` ships raw lines or
-Parquet row groups to actors that parse and encode them. Both share the
+`close(cancel)`. `LocalEngine` parses and encodes each chunk in this process
+(`encode.encode_work`: text records through Arrow, the others one at a
+time), one chunk ahead on a worker thread; `ray_engine.RayEngine` ships raw
+lines or Parquet row groups to actors that do the same. Both share the
 sources, sinks, failure policy, signals and this loop.
 
 A fatal signal (Ctrl-C, SIGTERM, SIGHUP, ...) stops the run cleanly: no OUT,
@@ -24,13 +25,12 @@ import signal
 import sys
 import time
 from collections import deque
-from typing import NamedTuple
 
-from ..errors import Qwen4ExpError
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
-from .sinks import ErrorsFile, Sink, check_paths, flatten, write_errors
-from .columns import ExtraColumns, check_kept_names, kept_of, mask_arrays, record_options
-from .sources import CHAT, TEXT, Failure, failure_of, format_of, open_source
+from .encode import EncodedChunk, encode_chunk, encode_work
+from .sinks import ErrorsFile, Sink, check_paths, write_errors
+from .columns import ExtraColumns, check_kept_names, record_options
+from .sources import Failure, format_of, open_source
 
 __all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
 
@@ -52,59 +52,10 @@ class Stopped(BaseException):
         self.signum = signum
 
 
-class EncodedChunk(NamedTuple):
-    ids: list         # the token ids of each record that encoded, in input order
-    nbytes: int       # their input bytes
-    failures: list    # Failure of the records that did not, in input order
-    columns: tuple | None  # flatten(...) of ids: what Sink.write takes (None when ids is empty)
-    masks: tuple | None = None  # --masks: columns.mask_arrays of the encoded records
-    kept: object = None  # --keep-columns: columns.kept_of the encoded records
-
-
-def encode_chunk(tok, records, threads: int | None, failures=(), masks: bool = False) -> EncodedChunk:
-    """Encode one chunk's records: texts with encode_batch, chats with encode_chats
-    (with their masks when `masks`). A chunk with a bad record is retried one
-    record at a time, to find who. `failures`: the chunk's records that did
-    not parse, if the caller has them."""
-    from functools import partial
-
-    results = [None] * len(records)
-    failures = list(failures)
-    chats, chat = tok.encode_chats, tok.encode_chat
-    if masks:
-        chats, chat = partial(chats, return_masks=True), partial(chat, return_masks=True)
-    for kind, call, single in (
-        (TEXT, tok.encode_batch, tok.encode),
-        (CHAT, chats, chat),
-    ):
-        pos = [k for k, r in enumerate(records) if r.kind == kind]
-        if not pos:
-            continue
-        try:
-            ids = call([records[k].payload for k in pos], num_threads=threads)
-        except Qwen4ExpError:
-            ids = []
-            for k in pos:
-                try:
-                    ids.append(single(records[k].payload))
-                except Qwen4ExpError as exc:
-                    failures.append(failure_of(exc, records[k].index, records[k].line))
-                    ids.append(None)
-        for k, x in zip(pos, ids):
-            results[k] = x
-    ok = [(r, x) for r, x in zip(records, results) if x is not None]
-    ids = [x.ids if masks and r.kind == CHAT else x for r, x in ok]
-    return EncodedChunk(
-        ids, sum(r.nbytes for r, _ in ok), sorted(failures, key=lambda f: f.index),
-        flatten([r.index for r, _ in ok], ids) if ok else None,
-        mask_arrays([x for _, x in ok]) if masks else None,
-        kept_of([r for r, _ in ok]) if ok and records[0].extra is not None else None,
-    )
-
-
 class LocalEngine:
-    """Encodes chunks of parsed records in this process: one chunk on a worker
-    thread while the pipeline reads and parses the next (window 2)."""
+    """Parses and encodes chunks in this process: one chunk on a worker
+    thread while the pipeline reads the next and writes the one before
+    (window 2)."""
 
     window = 2
     open_source = staticmethod(open_source)
@@ -115,8 +66,8 @@ class LocalEngine:
         self.tok, self.threads, self.masks = tok, args.threads, args.masks
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qwen4exp-encode")
 
-    def submit(self, records):
-        return self.pool.submit(encode_chunk, self.tok, records, self.threads, (), self.masks)
+    def submit(self, work):
+        return self.pool.submit(encode_work, self.tok, work, self.threads, self.masks)
 
     def close(self, cancel: bool = False) -> None:
         self.pool.shutdown(wait=True, cancel_futures=cancel)
@@ -170,7 +121,7 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
             index, lengths, flat, offsets, total = chunk.columns
             sink.write(index, lengths, flat, offsets, chunk.ids, chunk.masks, chunk.kept)
             stats.tokens += total
-        stats.ok += len(chunk.ids)
+        stats.ok += 0 if chunk.columns is None else len(chunk.columns[0])
         stats.bytes += chunk.nbytes
         progress.update(consumed, stats.ok, stats.bytes, len(stats.failures))
         if check is not None:

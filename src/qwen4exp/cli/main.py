@@ -752,7 +752,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="native encoding threads (default: all available CPUs)")
     sp.add_argument("--chunk-size", type=_positive_int, default=4096, metavar="N",
                     help="records per chunk (default: 4096)")
-    sp.add_argument("--chunk-bytes", type=_positive_int, default=32 * 1024 * 1024, metavar="B",
+    # 8 MiB: a chunk is read, parsed, encoded and written while the next one is
+    # encoded; buffers of this size are also reused by the allocator, where
+    # 32 MiB ones came fresh from the kernel (zeroed) every time
+    sp.add_argument("--chunk-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
                     help=argparse.SUPPRESS)
     sp.add_argument("--on-error", choices=("stop", "skip"), default="stop",
                     help="stop at the first bad record (default, exit 3, nothing written) or skip it")

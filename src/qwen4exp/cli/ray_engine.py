@@ -4,7 +4,7 @@ encoded on a Ray cluster, through a `qwen4exp.ray.TokenizerPool`.
 The driver reads JSONL lines, or lists Parquet row groups (IN may be a
 directory of shards, taken in sorted order), and ships them as they are; each
 actor parses and encodes its chunk as the local engine does
-(`sources.record_of_line` / `sources.records_of_batch`, `batch.encode_chunk`)
+(`encode.encode_work` on a `blocks.Block` of the lines or a `blocks.Rows` batch)
 and returns an `EncodedChunk`. The pipeline writes them in input order, so
 OUT, the errors file, the summary and the exit code are the local engine's.
 Parquet files are read by the actors: they must be reachable from every node.
@@ -18,18 +18,11 @@ import numpy as np
 import ray
 
 from ..ray import TokenizerPool
-from .batch import EncodedChunk, encode_chunk
+from .blocks import Rows, block_of_lines
 from .columns import RecordOptions, join_kept, record_options
 from .common import InputError, UsageError
-from .sources import (
-    PARQUET_EXT,
-    JsonlSource,
-    ParquetSource,
-    failure_of,
-    iter_jsonl,
-    record_of_line,
-    records_of_batch,
-)
+from .encode import EncodedChunk, encode_work
+from .sources import PARQUET_EXT, JsonlSource, ParquetSource, iter_jsonl
 
 __all__ = ["RayEngine"]
 
@@ -84,22 +77,16 @@ class _Pending:
 def _encode_work(tok, threads: int, work, chunk_size: int, options: RecordOptions = RecordOptions(),
                  masks: bool = False) -> EncodedChunk:
     """On an actor: parse and encode one chunk of raw JSONL lines, or one
-    Parquet row group (`chunk_size` rows at a time), as the local engine does."""
+    Parquet row group (`chunk_size` rows at a time), as the local engine does
+    (encode.encode_work)."""
     if work[0] == "jsonl":
-        records, failures = [], []
-        for index, lineno, raw in work[1]:
-            try:
-                records.append(record_of_line(raw, index, lineno, options))
-            except Exception as exc:  # noqa: BLE001 - classified by failure_of
-                failures.append(failure_of(exc, index, lineno))
-        return encode_chunk(tok, records, threads, failures, masks)
+        return encode_work(tok, block_of_lines(work[1], options), threads, masks)
     import pyarrow.parquet as pq
 
     _, path, group, index, columns = work
     parts = []
     for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_size, row_groups=[group], columns=columns):
-        records, failures = records_of_batch(batch, index, options)
-        parts.append(encode_chunk(tok, records, threads, failures, masks))
+        parts.append(encode_work(tok, Rows(batch, index, options), threads, masks))
         index += batch.num_rows
     return _joined(parts)
 
@@ -121,7 +108,7 @@ def _joined(parts) -> EncodedChunk:
     if parts[0].masks is not None:
         masks = tuple(np.concatenate([p.masks[k] for p in parts]) for k in range(2))
     return EncodedChunk(
-        [x for p in parts for x in p.ids], sum(p.nbytes for p in parts),
+        None, sum(p.nbytes for p in parts),
         [f for p in parts for f in p.failures], columns, masks, join_kept([p.kept for p in parts]),
     )
 

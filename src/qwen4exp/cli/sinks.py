@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import stat
 
+import numpy as np
+
 from .._files import kind_of
 from .common import InputError, OutputError, UsageError, need_module
 
@@ -101,14 +103,15 @@ class Sink:
                 if not self.extra:  # else opened at the first write, when the extra columns' types are known
                     self._writer = pq.ParquetWriter(self.tmp, self.schema)
             else:
-                self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+                self._file = os.fdopen(fd, "wb")
         except BaseException:
             self.discard()
             raise
 
-    def write(self, index, lengths, flat, offsets, ids_list, masks=None, kept=None) -> None:
-        """One chunk: the columns of flatten(), the ids, and for the extra
-        columns the chunk's mask arrays and kept fields (columns.py)."""
+    def write(self, index, lengths, flat, offsets, ids_list=None, masks=None, kept=None) -> None:
+        """One chunk: the columns of flatten() (ids_list, the ids per record, is
+        not needed), and for the extra columns the chunk's mask arrays and
+        kept fields (columns.py)."""
         try:
             self._write(index, lengths, flat, offsets, ids_list, masks, kept)
         except OSError as exc:  # disk full, file too large, I/O error
@@ -126,17 +129,13 @@ class Sink:
             if extra:
                 columns += extra.arrays(pa, offsets, masks, kept)
             self._writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
-        else:
-            ends = extra.json_suffixes(offsets, masks, kept) if extra else [""] * len(index)
-            f = self._file
-            f.write(
-                "".join(
-                    '{"index":%d,"ids":[%s],"length":%d%s}\n' % (i, ",".join(map(str, x)), len(x), end)
-                    for i, x, end in zip(
-                        index.tolist(), (x.tolist() if hasattr(x, "tolist") else x for x in ids_list), ends
-                    )
-                )
-            )
+        else:  # the lines are written natively from the flat ids (pyx/_jsonl.pyx)
+            from .._jsonl import jsonl_rows
+
+            ends = [e.encode("utf-8") for e in extra.json_suffixes(offsets, masks, kept)] if extra else None
+            self._file.write(jsonl_rows(np.ascontiguousarray(index, dtype=np.int64),
+                                        np.ascontiguousarray(offsets, dtype=np.int32),
+                                        np.ascontiguousarray(flat, dtype=np.int32), ends))
 
     def _open_writer(self, kept) -> None:
         if self.extra:

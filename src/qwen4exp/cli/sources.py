@@ -3,9 +3,11 @@ Parquet sources that yield chunks of parsed records, and the failure records
 of the ones that cannot be used.
 
 A source's `chunks(chunk_records, chunk_bytes, on_failure)` yields
-(records, failures, input units consumed); records are text or rendered-chat
-`Record`s ready to encode. Nothing here encodes or writes: the pipeline
-(`batch`) drives sources and sinks.
+(work, failures, input units consumed): the work is a `blocks.Block` of
+whole JSONL lines or a `blocks.Rows` Parquet batch, which the engine parses
+and encodes (`encode.encode_work`), with the record readers of this module
+for the records that are read one at a time. Nothing here encodes or
+writes: the pipeline (`batch`) drives sources and sinks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 from .._files import kind_of
 from ..errors import RecordError
 from ..requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
+from .blocks import Rows, read_blocks
 from .columns import RecordOptions, other_fields
 from .common import InputError, UsageError, need_module
 
@@ -102,20 +105,23 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 
-def iter_jsonl(path: str, start_line: int = 1):
-    """Yield (line number, raw line bytes) of the non-blank lines of a JSONL file."""
+def _open_jsonl(path: str):
+    """(binary file, whether to close it) of a JSONL input: stdin for "-", gzip for .gz."""
     import gzip
-    import zlib
 
     if path == "-":
-        f = sys.stdin.buffer
-        close = False
-    else:
-        try:
-            f = gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        close = True
+        return sys.stdin.buffer, False
+    try:
+        return (gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")), True
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def iter_jsonl(path: str, start_line: int = 1):
+    """Yield (line number, raw line bytes) of the non-blank lines of a JSONL file."""
+    import zlib
+
+    f, close = _open_jsonl(path)
     try:
         lineno = start_line - 1
         for raw in f:
@@ -144,25 +150,19 @@ class JsonlSource:
         self.progress_unit = "bytes"
 
     def chunks(self, chunk_records: int, chunk_bytes: int, on_failure):
-        """Yield (records, failures, input bytes consumed) per chunk."""
-        records, failures, consumed, size = [], [], 0, 0
-        index = 0
-        for lineno, raw in iter_jsonl(self.path):
-            consumed += len(raw)
-            if not raw.strip():
-                continue  # blank lines are not records
-            try:
-                rec = record_of_line(raw, index, lineno, self.options)
-                records.append(rec)
-                size += rec.nbytes
-            except Exception as exc:  # noqa: BLE001 - classified by failure_of
-                failures.append(on_failure(failure_of(exc, index, lineno)))
-            index += 1
-            if len(records) + len(failures) >= chunk_records or size >= chunk_bytes:
-                yield records, failures, consumed
-                records, failures, consumed, size = [], [], 0, 0
-        if records or failures or consumed:
-            yield records, failures, consumed
+        """Yield (Block, [], input bytes consumed) per chunk: whole lines, which
+        the engine parses (encode.encode_work)."""
+        import zlib
+
+        f, close = _open_jsonl(self.path)
+        try:
+            for block, consumed in read_blocks(f, chunk_records, chunk_bytes, self.options):
+                yield block, [], consumed
+        except (OSError, EOFError, zlib.error) as exc:  # unreadable, truncated or corrupt (.gz)
+            raise InputError(f"cannot read {self.path}: {exc}") from None
+        finally:
+            if close:
+                f.close()
 
 
 def record_of_line(raw: bytes, index: int, lineno: int, options: RecordOptions = RecordOptions()) -> Record:
@@ -212,8 +212,7 @@ class ParquetSource:
         index = 0
         try:
             for batch in self.file.iter_batches(batch_size=chunk_records, columns=self.columns):
-                records, failures = records_of_batch(batch, index, self.options)
-                yield records, [on_failure(f) for f in failures], batch.num_rows
+                yield Rows(batch, index, self.options), [], batch.num_rows  # parsed by the engine
                 index += batch.num_rows
         except OSError as exc:
             raise InputError(f"cannot read {self.path}: {exc}") from None

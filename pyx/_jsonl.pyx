@@ -1,0 +1,207 @@
+# cython: language_level=3
+"""Native helpers of `qwen4exp batch`'s JSONL path (src/qwen4exp/cli): where
+the records of a block of input are (scan_lines), a block of some of them
+(gather_lines), and the JSONL rows of list<int32> ids (jsonl_rows).
+"""
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memchr, memcmp, memcpy
+
+import numpy as np
+
+from qwen4exp._alloc cimport q4_malloc, q4_free
+
+cdef extern from *:
+    """
+    /* The bytes bytes.strip() removes: a line of only these is blank. */
+    static inline int q4_blank_byte(unsigned char b) {
+        return b == ' ' || b == '\\t' || b == '\\n' || b == '\\r' || b == 0x0b || b == 0x0c;
+    }
+    """
+    bint q4_blank_byte(uint8_t b) nogil
+
+
+cdef bint holds_messages_key(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Whether p[0:n] holds the bytes "messages" (with the quotes)."""
+    cdef const uint8_t *q
+    cdef const uint8_t *end = p + n
+    while end - p >= 10:
+        q = <const uint8_t *> memchr(p, b'"', <size_t> (end - p - 9))
+        if q == NULL:
+            return False
+        if memcmp(q + 1, b'messages"', 9) == 0:
+            return True
+        p = q + 1
+    return False
+
+
+def scan_lines(const uint8_t[::1] buf, Py_ssize_t max_records, Py_ssize_t max_bytes, bint eof):
+    """The records of buf from its start: its non-blank lines (a blank line
+    holds only the bytes bytes.strip() removes), up to max_records of them or
+    up to the line that reaches max_bytes, and only whole lines (ending in a
+    newline) unless eof. Returns (end, starts, ends, lines, slow, longest):
+    end, the bytes taken (blank lines included); per record its start, its
+    end (newline excluded), its line number counted from 0 and whether it
+    takes the per-line path (its first byte that is not blank is not `{`, or
+    it holds the bytes "messages" with the quotes: chats, and lines the
+    Arrow JSON reader would treat otherwise than the strict decoder, such as
+    one starting with a byte order mark); and the longest record's length."""
+    cdef Py_ssize_t n = buf.shape[0], pos = 0, line = 0, count = 0, cap = 0, start, stop, i, longest = 0
+    cdef const uint8_t *s = &buf[0] if n else NULL
+    cdef const uint8_t *nl
+    cdef int64_t[::1] sv
+    cdef int64_t[::1] ev
+    cdef int64_t[::1] lv
+    cdef uint8_t[::1] slv
+    with nogil:
+        i = 0
+        while i < n:  # an upper bound of the records: the lines
+            nl = <const uint8_t *> memchr(s + i, b'\n', <size_t> (n - i))
+            cap += 1
+            if nl == NULL:
+                break
+            i = nl - s + 1
+    cap = min(cap, max(max_records, 0))
+    starts = np.empty(cap, dtype=np.int64)
+    ends = np.empty(cap, dtype=np.int64)
+    lines = np.empty(cap, dtype=np.int64)
+    slow = np.empty(cap, dtype=np.uint8)
+    if cap:
+        sv, ev, lv, slv = starts, ends, lines, slow
+    with nogil:
+        while pos < n and count < cap and pos < max_bytes:
+            nl = <const uint8_t *> memchr(s + pos, b'\n', <size_t> (n - pos))
+            if nl == NULL and not eof:
+                break
+            stop = nl - s if nl != NULL else n
+            start = pos
+            i = start
+            while i < stop and q4_blank_byte(s[i]):
+                i += 1
+            if i < stop:
+                sv[count] = start
+                ev[count] = stop
+                lv[count] = line
+                slv[count] = s[i] != b'{' or holds_messages_key(s + i, stop - i)
+                longest = max(longest, stop - start)
+                count += 1
+            line += 1
+            pos = stop + 1 if nl != NULL else n
+        if count == cap and pos < n:  # blank lines right after the last record are taken with it
+            while pos < n:
+                nl = <const uint8_t *> memchr(s + pos, b'\n', <size_t> (n - pos))
+                if nl == NULL and not eof:
+                    break
+                stop = nl - s if nl != NULL else n
+                i = pos
+                while i < stop and q4_blank_byte(s[i]):
+                    i += 1
+                if i < stop:
+                    break
+                pos = stop + 1 if nl != NULL else n
+    return pos, starts[:count], ends[:count], lines[:count], slow[:count].astype(bool), longest
+
+
+def gather_lines(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1] ends):
+    """The lines buf[starts[k]:ends[k]] joined, each followed by a newline."""
+    cdef Py_ssize_t k, m = starts.shape[0], total = 0, at = 0
+    for k in range(m):
+        if not 0 <= starts[k] <= ends[k] <= buf.shape[0]:
+            raise ValueError("a line lies outside the buffer")
+        total += ends[k] - starts[k] + 1
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char *dst = PyBytes_AS_STRING(out)
+    with nogil:
+        for k in range(m):
+            memcpy(dst + at, &buf[0] + starts[k], <size_t> (ends[k] - starts[k]))
+            at += ends[k] - starts[k]
+            dst[at] = b'\n'
+            at += 1
+    return out
+
+
+cdef inline char *write_int(char *p, int64_t v) noexcept nogil:
+    """v in decimal at p; returns the end."""
+    cdef char tmp[24]
+    cdef int k = 0
+    cdef uint64_t u
+    if v < 0:
+        p[0] = b'-'
+        p += 1
+        u = <uint64_t> (-(v + 1)) + 1
+    else:
+        u = <uint64_t> v
+    while True:
+        tmp[k] = <char> (48 + u % 10)
+        k += 1
+        u //= 10
+        if u == 0:
+            break
+    while k:
+        k -= 1
+        p[0] = tmp[k]
+        p += 1
+    return p
+
+
+
+def jsonl_rows(const int64_t[::1] index, const int32_t[::1] offsets, const int32_t[::1] values, list suffixes=None):
+    """`{"index":I,"ids":[...],"length":N}` lines, one per row: row k is
+    index[k] and ids values[offsets[k]:offsets[k + 1]] (offsets as a
+    list<int32> array's, its first entry where its rows start); suffixes
+    (bytes, one per row) go before each closing brace."""
+    cdef Py_ssize_t m = index.shape[0], k, j, bound, extra = 0
+    cdef char *buf
+    cdef char *p
+    cdef bytes suffix
+    if offsets.shape[0] != m + 1:
+        raise ValueError("offsets must have one entry more than index")
+    if m and not (0 <= offsets[0] and offsets[m] <= values.shape[0]):
+        raise ValueError("offsets lie outside values")
+    for k in range(m):
+        if offsets[k + 1] < offsets[k]:
+            raise ValueError("offsets must not decrease")
+    if suffixes is not None:
+        if len(suffixes) != m:
+            raise ValueError("suffixes must have one entry per row")
+        for k in range(m):
+            extra += len(<bytes> suffixes[k])
+    bound = m * (len('{"index":,"ids":[],"length":}\n') + 40) + (offsets[m] - offsets[0] if m else 0) * 12 + extra
+    buf = <char *> q4_malloc(<size_t> max(bound, 1))
+    if buf == NULL:
+        raise MemoryError("out of memory writing JSONL rows")
+    try:
+        p = buf
+        if suffixes is None:
+            with nogil:
+                for k in range(m):
+                    p = write_row(p, index[k], &values[0] if values.shape[0] else NULL, offsets[k], offsets[k + 1])
+                    memcpy(p, b'}\n', 2)
+                    p += 2
+        else:
+            for k in range(m):
+                p = write_row(p, index[k], &values[0] if values.shape[0] else NULL, offsets[k], offsets[k + 1])
+                suffix = suffixes[k]
+                memcpy(p, PyBytes_AS_STRING(suffix), <size_t> len(suffix))
+                p += len(suffix)
+                memcpy(p, b'}\n', 2)
+                p += 2
+        return PyBytes_FromStringAndSize(buf, p - buf)
+    finally:
+        q4_free(buf)
+
+
+cdef inline char *write_row(char *p, int64_t index, const int32_t *values, int32_t a, int32_t b) noexcept nogil:
+    """One row up to its closing brace: index, ids values[a:b], length."""
+    cdef int32_t j
+    memcpy(p, b'{"index":', 9)
+    p = write_int(p + 9, index)
+    memcpy(p, b',"ids":[', 8)
+    p += 8
+    for j in range(a, b):
+        if j > a:
+            p[0] = b','
+            p += 1
+        p = write_int(p, values[j])
+    memcpy(p, b'],"length":', 11)
+    return write_int(p + 11, b - a)
