@@ -141,6 +141,14 @@ class CompletionParser(ParserCore):
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
+def parse_all(tok, ids, prompt: RenderedChat | None = None, **options) -> dict:
+    """`Tokenizer.parse_completion`: all the ids at once, errors named after it."""
+    parser = CompletionParser(tok, prompt, **options)
+    parser._where = "parse_completion()"
+    parser.feed(ids)
+    return parser.finish()
+
+
 _NOT_A_GENERATION_PROMPT = (
     f"prompt: the chat does not end with a generation prompt ({Marker.IM_START}assistant\\n, "
     f"optionally {Marker.THINK}); render it with add_generation_prompt=True"

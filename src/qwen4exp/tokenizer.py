@@ -23,7 +23,7 @@ from . import _vocab_compile
 from ._encoder import NativeTokenizer
 from ._faults import InitFault
 from ._files import read_regular_file
-from .completion import CompletionParser
+from .completion import CompletionParser, parse_all
 from .decode_stream import DecodeStream, IdTables
 from .masks import EncodedChat, chat_masks
 from .errors import (
@@ -417,15 +417,12 @@ class Tokenizer:
         """The assistant message (OpenAI style: role, content, reasoning_content,
         tool_calls with ids and typed arguments) that generated ids spell after
         `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
-        parser = CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
-                                  in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
-        parser._where = "parse_completion()"
-        parser.feed(ids)
-        return parser.finish()
+        return parse_all(self, ids, prompt, chat_format=chat_format, tools=tools,
+                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
 
     def flush_cache(self) -> None:
-        """Forget the words the caches learned: each goes back to the vocabulary
-        seed it started from (they are bounded; this only drops their contents)."""
+        """Forget the words the caches learned: each goes back to the token
+        spellings it started from (they are bounded; this only drops their contents)."""
         self._native.flush_cache()
 
     # -- segments ------------------------------------------------------------
