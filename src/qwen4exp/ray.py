@@ -21,7 +21,6 @@ from .chat import render_chat
 from .errors import ChatFormatError, Qwen4ExpError
 from .formats import chat_formats
 from .requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
-from .segments import SegmentBuilder
 from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
 __all__ = ["tokenize_dataset", "TokenizerPool", "actor_room"]
@@ -199,54 +198,78 @@ class _Worker:
         self.tok = tokenizer
         self.threads = num_threads
 
-    def _encode(self, kinds, payloads, errors, masks: bool):
-        """ids (and assistant masks) of every row whose errors[k] is None.
-
-        kinds[k]: 0 text, 1 rendered chat. A batch call first; if it fails,
-        row by row so only the bad rows fail (their exception goes to errors).
-        """
+    def _encode(self, payloads, errors, masks: bool):
+        """ids (and assistant masks) of every rendered chat whose errors[k] is
+        None. A batch call first; if it fails, chat by chat so only the bad
+        rows fail (their exception goes to errors). Texts take encode_arrow
+        (_TokenizeColumn._texts)."""
         tok, n = self.tok, len(payloads)
         ids, amask = [None] * n, [None] * n
         opts = dict(return_masks=True) if masks else {}
-        calls = (
-            (0, self._encode_texts, tok.encode),
-            (1, lambda xs: tok.encode_chats(xs, num_threads=self.threads, **opts),
-             lambda x: tok.encode_chat(x, **opts)),
-        )
-        for kind, many, one in calls:
-            pos = [k for k in range(n) if errors[k] is None and kinds[k] == kind]
-            if not pos:
+        pos = [k for k in range(n) if errors[k] is None]
+        if not pos:
+            return ids, amask
+        try:
+            results = tok.encode_chats([payloads[k] for k in pos], num_threads=self.threads, **opts)
+        except Qwen4ExpError:
+            results = []
+            for k in pos:
+                try:
+                    results.append(tok.encode_chat(payloads[k], **opts))
+                except Qwen4ExpError as exc:
+                    errors[k] = exc
+                    results.append(None)
+        for k, r in zip(pos, results):
+            if r is None:
                 continue
-            try:
-                results = many([payloads[k] for k in pos])
-            except Qwen4ExpError:
-                results = []
-                for k in pos:
-                    try:
-                        results.append(one(payloads[k]))
-                    except Qwen4ExpError as exc:
-                        errors[k] = exc
-                        results.append(None)
-            for k, r in zip(pos, results):
-                if r is None:
-                    continue
-                if masks:
-                    ids[k], amask[k] = r.ids, r.assistant_mask
-                else:
-                    ids[k] = r
+            if masks:
+                ids[k], amask[k] = r.ids, r.assistant_mask
+            else:
+                ids[k] = r
         return ids, amask
-
-
-    def _encode_texts(self, texts):
-        """encode_batch(texts) as int32 arrays: each text a one-DATA-segment
-        stream through encode_chats (the same ids), which skips building
-        Python int lists only to turn them into Arrow again."""
-        streams = [SegmentBuilder().text(t).build() for t in texts]
-        return self.tok.encode_chats(streams, num_threads=self.threads)
 
 
 class _TokenizeColumn(_Worker):
     """`tokenize_dataset`'s batch function."""
+
+    def _texts(self, batch: pa.Table, col) -> pa.Table:
+        """kind="text": the column through Tokenizer.encode_arrow, which reads
+        its buffers in place and writes the ids straight into the list array;
+        a null row, or one whose bytes are not UTF-8 (Arrow holds any), keeps
+        its place with empty ids."""
+        import pyarrow.compute as pc
+
+        from .arrow import invalid_rows
+        from .errors import TextEncodingError
+
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            raise TypeError(f"tokenize_dataset: kind=\"text\" needs a string column; {self.column!r} is {col.type}")
+        n = len(col)
+        errors = {}
+        for k in np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)).tolist():
+            errors[k] = Qwen4ExpError("the text is null")
+        for k in invalid_rows(col).tolist():
+            errors[k] = TextEncodingError("the text is not valid UTF-8")
+        if errors and not self.skip:
+            k = min(errors)
+            value = col.slice(k, 1).cast(pa.large_binary())[0].as_py() if col[k].is_valid else None
+            raise type(errors[k])(f"tokenize_dataset: column {self.column!r}, row {k} of a batch of {n} "
+                                  f"({_preview(value)}): {errors[k]}") from None
+        if errors:
+            mask = np.zeros(n, dtype=bool)
+            mask[list(errors)] = True
+            col = pc.if_else(pa.array(mask), pa.scalar(None, col.type), col)
+        ids = self.tok.encode_arrow(col, num_threads=self.threads)
+        chunks = ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]
+        # the rows left out are empty lists, not nulls (their offsets are equal)
+        ids = pa.chunked_array([pa.Array.from_buffers(c.type, len(c), [None, c.buffers()[1]], offset=c.offset,
+                                                      children=[c.values]) for c in chunks], type=pa.list_(pa.int32()))
+        out = batch.append_column("ids", ids)
+        out = out.append_column("length", pc.list_value_length(ids).cast(pa.int32()))
+        if self.skip:
+            out = out.append_column("error", pa.array([_describe(errors[k]) if k in errors else None for k in range(n)],
+                                                      pa.string()))
+        return out
 
     def __init__(self, tokenizer, num_threads, column, kind, masks, skip, render):
         super().__init__(tokenizer, num_threads)
@@ -260,31 +283,23 @@ class _TokenizeColumn(_Worker):
         if taken:
             raise ValueError(f"tokenize_dataset: the dataset already has a column named {taken[0]!r}")
         col = batch.column(self.column)
+        if self.kind == "text":
+            return self._texts(batch, col)
         values = col.to_pylist()
         n = len(values)
         errors = [None] * n
         payloads = [None] * n
-        if self.kind == "text":
-            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-                raise TypeError(f"tokenize_dataset: kind=\"text\" needs a string column; {self.column!r} is {col.type}")
-            for k, v in enumerate(values):
-                if v is None:
-                    errors[k] = Qwen4ExpError("the text is null")
-                payloads[k] = v
-            kinds = [0] * n
-        else:
-            # the request keys' own columns beside the messages, as the local engine reads them
-            columns = {key: batch.column(key).to_pylist() for key in REQUEST_KEYS[1:]
-                       if key != self.column and key in batch.column_names}
-            columns[self.column] = values
-            for k, v in enumerate(values):
-                try:
-                    payloads[k] = _render(columns, k, self.column, self.render)
-                except Exception as exc:  # noqa: BLE001 - classified (or raised again) by _describe
-                    _describe(exc)
-                    errors[k] = exc
-            kinds = [1] * n
-        ids, amask = self._encode(kinds, payloads, errors, self.masks)
+        # the request keys' own columns beside the messages, as the local engine reads them
+        columns = {key: batch.column(key).to_pylist() for key in REQUEST_KEYS[1:]
+                   if key != self.column and key in batch.column_names}
+        columns[self.column] = values
+        for k, v in enumerate(values):
+            try:
+                payloads[k] = _render(columns, k, self.column, self.render)
+            except Exception as exc:  # noqa: BLE001 - classified (or raised again) by _describe
+                _describe(exc)
+                errors[k] = exc
+        ids, amask = self._encode(payloads, errors, self.masks)
         if not self.skip:
             for k, exc in enumerate(errors):
                 if exc is not None:
