@@ -30,7 +30,7 @@ from qwen4exp._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, 
 from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_starts, worker_init, worker_flush, worker_free, bpe_merge)
-from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, q4_pc_prefetch
+from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, cache_grow, q4_pc_prefetch
 from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
 from qwen4exp._seed cimport build_seed
 from qwen4exp._char_starts cimport char_starts_describe, start_symbols
@@ -250,6 +250,8 @@ cdef class NativeTokenizer:
                 out.len = dst - out.data
                 pos = ends[k - 1]
                 continue
+            if c.want_grow:  # it filled up during the chunk before: no slot found ahead is held now
+                cache_grow(c)
             hash_chunk(c, self.fixed_homes, s, n, pos, ends, k, key0, key1, hashes, homes)
             for j in range(min(k, LEAD)):
                 found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])

@@ -18,6 +18,7 @@ cdef enum:
     LONG_KEY_MAX = 128      # longer pieces are not cached
     LONG_IDS_MAX = 64       # nor pieces that need more ids than this
     SPILL_PER_WORD = 8      # spill room (ids) per learnable word
+    GROWTH = 4              # a worker's cache grows to this many times its first size before it is emptied
     POOL_PER_LONG = 96      # pool room (bytes) per learnable long word
     LONG_SHARE = 2          # one learnable long word per this many short ones
 
@@ -52,13 +53,16 @@ cdef struct PieceCache:
     Py_ssize_t long_count
     Py_ssize_t long_limit
     Py_ssize_t publish_room # the seed: short pieces workers may still add (publish_short); 0 elsewhere
-    Py_ssize_t resets       # times the short table was emptied (slots found before then are gone)
+    Py_ssize_t resets       # times the short table was emptied or moved (slots found before then are gone)
+    Py_ssize_t grow_limit   # short pieces it may grow to (cache_grow) before it is emptied instead; 0: never grows
+    bint want_grow          # it filled up: grow at the next safe point (the encode loop's next chunk)
 
 
 cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit, Py_ssize_t spill_cap,
                     Py_ssize_t pool_cap) noexcept nogil
 cdef int cache_init_learning(PieceCache *c, Py_ssize_t words) noexcept nogil
 cdef void cache_reset(PieceCache *c) noexcept nogil
+cdef void cache_grow(PieceCache *c) noexcept nogil
 cdef void reset_short(PieceCache *c) noexcept nogil
 cdef void reset_long(PieceCache *c) noexcept nogil
 cdef void cache_free(PieceCache *c) noexcept nogil

@@ -2,9 +2,15 @@
 """Piece caches (declarations and the inline probes in _piece_cache.pxd):
 allocation, emptying, and storing a merged piece.
 
-Full means emptied, not evicted: it costs one clear of a small table, the
-shared seed still answers every vocabulary spelling, and the probes carry
-no eviction bookkeeping. Tables are allocated on 2 MiB boundaries when large so that
+A worker's cache that fills up grows first: it is marked, keeps taking pieces
+up to a load of 3/4, and at the encode loop's next chunk (no slot found
+ahead is held then) its tables double and its entries move over
+(cache_grow), up to GROWTH times its first size; a long run over a large
+corpus keeps its words instead of merging them again after every emptying,
+and a short-lived tokenizer never pays for large tables. Full at that size
+means emptied, not evicted: it costs one clear of a table, the shared seed
+still answers every vocabulary spelling, and the probes carry no eviction
+bookkeeping. Tables are allocated on 2 MiB boundaries when large so that
 the kernel can back them with huge pages: their probes are random, and with
 4 KiB pages most would also miss the TLB.
 """
@@ -48,9 +54,49 @@ cdef int cache_init(PieceCache *c, Py_ssize_t short_limit, Py_ssize_t long_limit
 
 cdef int cache_init_learning(PieceCache *c, Py_ssize_t words) noexcept nogil:
     """An empty cache that learns up to `words` short pieces (and half as
-    many long ones) before it is emptied."""
+    many long ones), then grows up to GROWTH times that, before it is emptied."""
     cdef Py_ssize_t longs = words // LONG_SHARE + 1
-    return cache_init(c, words, longs, SPILL_PER_WORD * words, POOL_PER_LONG * longs)
+    cdef int rc = cache_init(c, words, longs, SPILL_PER_WORD * words, POOL_PER_LONG * longs)
+    if rc == 0:
+        c.grow_limit = GROWTH * words
+    return rc
+
+
+cdef void cache_grow(PieceCache *c) noexcept nogil:
+    """Double the tables of a cache marked want_grow and move its entries
+    over (the spill and pool are copied as they are, so ids and keys keep
+    their offsets); resets counts it, since every slot moves. When the
+    bigger tables cannot be had, the cache is emptied and grows no more."""
+    cdef PieceCache n
+    cdef uint64_t i
+    cdef ShortSlot *s
+    cdef LongSlot *l
+    cdef LongSlot *t
+    c.want_grow = False
+    if cache_init(&n, min(2 * c.short_limit, c.grow_limit), 2 * c.long_limit, 2 * c.spill_cap,
+                  2 * c.pool_cap) < 0:
+        c.grow_limit = 0
+        cache_reset(c)
+        return
+    for i in range(c.short_mask + 1):
+        s = &c.short_slots[i]
+        if s.k1 != 0:
+            memcpy(short_find(&n, s.k0, s.k1, key_hash(s.k0, s.k1)), s, sizeof(ShortSlot))
+    for i in range(c.long_mask + 1):
+        l = &c.long_slots[i]
+        if l.hash != 0:
+            t = &n.long_slots[l.hash & n.long_mask]
+            while t.hash != 0:
+                t = &n.long_slots[(t - n.long_slots + 1) & n.long_mask]
+            t[0] = l[0]
+    memcpy(n.spill, c.spill, <size_t> c.spill_len * sizeof(int32_t))
+    memcpy(n.pool, c.pool, <size_t> c.pool_len)
+    n.spill_len, n.pool_len = c.spill_len, c.pool_len
+    n.short_count, n.long_count = c.short_count, c.long_count
+    n.grow_limit = c.grow_limit if n.short_limit < c.grow_limit else 0
+    n.resets = c.resets + 1
+    cache_free(c)
+    c[0] = n
 
 
 cdef void cache_reset(PieceCache *c) noexcept nogil:
@@ -90,10 +136,15 @@ cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const
     if s.k1 != 0:
         return
     if c.short_count >= c.short_limit or c.spill_len + need > c.spill_cap:
-        reset_short(c)
-        s = short_find(c, k0, k1, h)
-        if s.k1 != 0:
-            return
+        if c.grow_limit > c.short_limit:  # grows at the next chunk; meanwhile stored while there is room
+            c.want_grow = True
+            if c.short_count * 4 >= (c.short_mask + 1) * 3 or c.spill_len + need > c.spill_cap:
+                return
+        else:
+            reset_short(c)
+            s = short_find(c, k0, k1, h)
+            if s.k1 != 0:
+                return
     s.k0 = k0
     s.k1 = k1
     s.n = <int32_t> k
@@ -171,10 +222,15 @@ cdef void store_long(PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h, 
     if l.hash != 0:
         return
     if c.long_count >= c.long_limit or c.pool_len + need > c.pool_cap:
-        reset_long(c)
-        l = long_find(c, p, n, h)
-        if l.hash != 0:
-            return
+        if c.grow_limit > c.short_limit:  # as store_short
+            c.want_grow = True
+            if c.long_count * 4 >= (c.long_mask + 1) * 3 or c.pool_len + need > c.pool_cap:
+                return
+        else:
+            reset_long(c)
+            l = long_find(c, p, n, h)
+            if l.hash != 0:
+                return
     l.hash = h
     l.offset = <uint32_t> c.pool_len
     l.klen = <uint16_t> n

@@ -64,3 +64,21 @@ def test_pieces_repeated_inside_the_window_and_across_chunks(cache_size, vocab, 
     pieces = [rng.choice(words + ["a", "b", " ", "\n", "é", "中文", "x" * 20, "y" * 200]) for _ in range(3000)]
     text = "".join(pieces)
     assert tok.encode(text) == _hf(vocab_hf, text)
+
+
+@pytest.mark.parametrize("cache_size", [16, 100])
+def test_caches_that_grow_keep_their_words(cache_size, vocab, vocab_hf):
+    """A worker's cache that fills grows (its entries move to tables twice
+    the size, at the start of the next chunk) up to 4 times its first size,
+    then is emptied: many more new words than that, in texts long enough for
+    many chunks, on one thread and split across two, and again once the
+    caches hold them."""
+    words = novel_words(30 * cache_size, cache_size + 7)
+    words = [w + words[-1 - i] if i % 3 == 0 else w for i, w in enumerate(words)]  # long pieces too (over 15 bytes)
+    texts = [" ".join(words[i:i + 700]) for i in range(0, len(words), 700)]
+    want = [_hf(vocab_hf, t) for t in texts]
+    for threads in (1, 2):
+        tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size, encode_threads=threads)
+        assert [tok.encode(t) for t in texts] == want
+        assert [tok.encode(t) for t in texts] == want
+        assert tok.encode_batch(texts, num_threads=2) == want

@@ -113,9 +113,11 @@ class Tokenizer:
     (alias "qwen3.5") the Qwen3.5/3.6 one (no network; see `vocabularies()`);
     `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
 
-    `cache_size`: pieces each thread's own cache holds (the words it merged
-    and the vocabulary spellings it looked up) before it is emptied, about
-    150 bytes each; 0 disables caching, so every piece is merged. Every
+    `cache_size`: pieces each thread's own cache holds at first (the words it
+    merged and the vocabulary spellings it looked up), about 150 bytes each;
+    a cache that fills grows, doubling, to 4 times that (a long run over a
+    large corpus keeps its words), and is emptied when it fills again; 0
+    disables caching, so every piece is merged. Every
     thread first asks its own cache, then the seed: every token spelling
     that is one whole piece, built once per tokenizer and shared (16 MiB for
     Qwen3, 32 MiB for Qwen3.6).
