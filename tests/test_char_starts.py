@@ -64,7 +64,13 @@ def test_table_and_rules_match_reference(vocabulary):
     assert (native["prefix"], native["suffix"]) == fragment_rules(path)
 
 
-@pytest.mark.parametrize("context", sorted(CONTEXTS))
+# The default run takes three contexts (alone, after Latin, between neighbours of
+# its own script); the others are `slow`.
+DEFAULT_CONTEXTS = ("alone", "between_latin", "same_script")
+
+
+@pytest.mark.parametrize("context", [c if c in DEFAULT_CONTEXTS else pytest.param(c, marks=pytest.mark.slow)
+                                     for c in sorted(CONTEXTS)])
 def test_every_bmp_character(vocabulary, context):
     _, tok, hf, _ = vocabulary
     assert_same(tok, hf, [CONTEXTS[context](c) for c in BMP_CHARS])
