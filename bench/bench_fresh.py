@@ -32,9 +32,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     names = [n.strip() for n in a.peers.split(",") if n.strip()]
     split = {c: report.split_documents(c) for c in common.THROUGHPUT_CORPORA}
+    split["short"] = report.split_documents("short")
     best: dict = {}
     for _ in range(a.rounds):
-        for c in common.THROUGHPUT_CORPORA:
+        for c in split:
             warm, docs = split[c]
             for n in names:
                 fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
                 best[(c, n, "warm")] = min(best.get((c, n, "warm"), float("inf")), t)
     print("| corpus | kind | " + " | ".join(f"{n} MB/s" for n in names) + f" | {names[0]} / {names[-1]} |")
     print("| --- | --- | " + " | ".join("---:" for _ in names) + " | ---: |")
-    for c in common.THROUGHPUT_CORPORA:
+    for c in split:
         nbytes = sum(len(d.encode("utf-8")) for d in split[c][1])
         for kind in ("warm", "cold"):
             rates = [nbytes / best[(c, n, kind)] / 1e6 for n in names]

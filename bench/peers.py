@@ -27,6 +27,11 @@ Peers (all on the same Qwen3 vocabulary, ``vocab/tokenizer.json``):
 * ``kitoken``    ``kitoken.Kitoken.from_tokenizers_file(tokenizer.json)``
                  (Rust), ``encode(s)``; batch ``encode_all`` on its Rayon pool
                  (fixed per process, as for ``hf``).
+* ``gigatoken``  ``gigatoken.Tokenizer(tokenizer.json)`` (Rust), ``encode(s)``
+                 (a numpy array of ids); batch ``encode_batch(list of
+                 bytes)`` on its Rayon pool (an awkward array of rows; thread
+                 count fixed per process, as for ``hf``). Its file API is
+                 timed by the batch job (bench/batch_job.py).
 * ``bpe-qwen``   ``bpe_qwen.QwenTokenizer(dir)`` (Rust, rust-gems ``bpe``);
                  the directory holds vocab.json / merges.txt written from
                  tokenizer.json plus tokenizer_config.json, in a cache folder
@@ -75,7 +80,7 @@ QWEN_PATTERN = (
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-PEER_NAMES = ("qwen4exp", "fastokens", "kitoken", "hf", "tiktoken", "bpe-qwen")
+PEER_NAMES = ("qwen4exp", "fastokens", "gigatoken", "kitoken", "hf", "tiktoken", "bpe-qwen")
 
 
 class PeerUnavailable(RuntimeError):
@@ -392,6 +397,28 @@ def build_fastokens() -> Peer:
     )
 
 
+def build_gigatoken() -> Peer:
+    t0 = time.perf_counter()
+    gigatoken = _import_or_skip("gigatoken")
+    tok = gigatoken.Tokenizer(str(TOKENIZER_JSON))
+    tok.encode("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        _check_rayon_threads("gigatoken", num_threads)
+        return tok.encode_batch([t.encode("utf-8") for t in texts])
+
+    return Peer(
+        "gigatoken",
+        tok.encode,
+        batch,
+        f"gigatoken {_version('gigatoken')} Tokenizer(tokenizer.json).encode; batch: encode_batch(list of bytes), "
+        f"RAYON_NUM_THREADS={BENCH_THREADS}",
+        load,
+        batch_threads_in_process=False,
+    )
+
+
 def build_kitoken() -> Peer:
     t0 = time.perf_counter()
     tok = _import_or_skip("kitoken").Kitoken.from_tokenizers_file(str(TOKENIZER_JSON))
@@ -424,6 +451,7 @@ def _check_rayon_threads(name: str, num_threads) -> None:
 BUILDERS = {
     "qwen4exp": build_qwen4exp,
     "fastokens": build_fastokens,
+    "gigatoken": build_gigatoken,
     "kitoken": build_kitoken,
     "hf": build_hf,
     "tiktoken": build_tiktoken,

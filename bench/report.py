@@ -11,8 +11,11 @@ threaded encode throughput (all peers interleaved round by round: the whole
 corpus in one call, fresh documents on a warm object, and cold objects);
 long-word cost growth (20,000 vs 200,000 characters); batch encoding with 1
 and 2 threads (CPU use, the work split's critical path, qwen4exp's 1 -> 2
-scaling target); load time and resident memory (one fresh process per peer,
-qwen4exp's load target); with --cli the `qwen4exp batch` command end to end;
+scaling target); the batch job (bench/batch_job.py: a JSONL file of tens of
+MB to Parquet in whole processes against gigatoken's file API, and
+encode_arrow against gigatoken's encode_batch); load time and resident
+memory (one fresh process per peer, qwen4exp's load target); with --cli the
+`qwen4exp batch` command on code and chats end to end;
 parity with the HF reference. Progress goes to stderr, the markdown to
 stdout (or --output). This is the one driver for these measurements.
 """
@@ -259,10 +262,25 @@ def environment_section(loaded, skipped) -> list[str]:
     return lines
 
 
+THROUGHPUT = (*common.THROUGHPUT_CORPORA, "short")  # the throughput corpora, and short documents
+
+
+def corpus_text(name: str) -> str:
+    """A throughput corpus as one text (the short documents joined)."""
+    return "".join(short_documents()) if name == "short" else common.corpus_text(name)
+
+
+def short_documents() -> list:
+    """Short documents in many locales: each non-blank line of the multilingual
+    corpus (a paragraph or a record, about 310 bytes on average), as the short
+    texts of chat and retrieval workloads; one thread encodes each."""
+    return [p + "\n" for d in corpora.DOCUMENTS["multilingual"]() for p in d.split("\n") if p.strip()]
+
+
 def split_documents(corpus: str) -> tuple[list, list]:
     """(warm-up documents, measured documents): every fourth document warms a
     tokenizer up, the other three quarters are measured, fresh to it."""
-    docs = list(corpora.DOCUMENTS[corpus]())
+    docs = short_documents() if corpus == "short" else list(corpora.DOCUMENTS[corpus]())
     return docs[::4], [d for i, d in enumerate(docs) if i % 4]
 
 
@@ -287,14 +305,14 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
     `cold`: a fresh object after a one-word warm-up, on those same documents."""
     names = list(loaded)
     kinds = ("whole", "warm", "cold")
-    best = {(c, n, k): float("inf") for c in common.THROUGHPUT_CORPORA for n in names for k in kinds}
+    best = {(c, n, k): float("inf") for c in THROUGHPUT for n in names for k in kinds}
     ntok, equal = {}, {}
-    split = {c: split_documents(c) for c in common.THROUGHPUT_CORPORA}
+    split = {c: split_documents(c) for c in THROUGHPUT}
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)] if names else []
         log(f"throughput round {r + 1}/{rounds} ({', '.join(order)})")
-        for c in common.THROUGHPUT_CORPORA:
-            text = common.corpus_text(c)
+        for c in THROUGHPUT:
+            text = corpus_text(c)
             warm_docs, docs = split[c]
             for n in order:
                 secs, ids = common.best_of(loaded[n].encode, text, 1)
@@ -317,7 +335,8 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
         "the same text every round (tokens/s counts the peer's own output). **warm, fresh "
         "documents**: a new tokenizer object encodes every fourth document, then is timed on "
         "the other three quarters, one call per document, texts it has not seen. **cold**: a "
-        "new object after a one-word warm-up, timed on those same documents. "
+        "new object after a one-word warm-up, timed on those same documents. **short**: each "
+        "non-blank line of the multilingual corpus as a document (about 310 bytes; whole: joined). "
         "`×` columns: qwen4exp's speed over the peer's (above 1 = qwen4exp faster).",
         "",
         "| corpus | peer | whole MB/s | tokens/s | warm, fresh documents MB/s | cold MB/s "
@@ -325,8 +344,8 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     results = {}
-    for c in common.THROUGHPUT_CORPORA:
-        nbytes = common.corpus_bytes(c)
+    for c in THROUGHPUT:
+        nbytes = len(corpus_text(c).encode("utf-8"))
         dbytes = sum(len(d.encode("utf-8")) for d in split[c][1])
         for n in names:
             size = {"whole": nbytes, "warm": dbytes, "cold": dbytes}
@@ -581,7 +600,7 @@ def targets_section(single, batch_ratios) -> list[str]:
              "| measurement | corpus | qwen4exp / fastokens speed | target | |",
              "| --- | --- | ---: | ---: | :---: |"]
     rows = []
-    for c in common.THROUGHPUT_CORPORA:
+    for c in THROUGHPUT:
         q, f = single.get((c, "qwen4exp")), single.get((c, "fastokens"))
         if q and f:
             rows.append(("warm, fresh documents, 1 thread", c, q["warm"] / f["warm"], 1.25))
@@ -630,6 +649,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--no-long-word", action="store_true")
     ap.add_argument("--no-parity", action="store_true")
+    ap.add_argument("--no-batch-job", action="store_true",
+                    help="skip the batch job (JSONL to Parquet, and the Arrow / file APIs; bench/batch_job.py)")
     ap.add_argument("--cli", action="store_true", help="also time the `qwen4exp batch` command end to end")
     ap.add_argument("--output", help="write the markdown here as well")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -650,7 +671,7 @@ def main(argv=None) -> int:
         return 0
 
     if a.quick:
-        a.rounds, a.no_batch, a.no_load = 2, True, True
+        a.rounds, a.no_batch, a.no_load, a.no_batch_job = 2, True, True, True
     names = [n.strip() for n in a.peers.split(",") if n.strip()]
     t_start = time.perf_counter()
     log("building corpora ...")
@@ -662,7 +683,7 @@ def main(argv=None) -> int:
         log(f"skipping {n}: {why}")
     log("reference ids ...")
     ref = peers.build_hf_reference()
-    ref_ids = {c: list(ref(common.corpus_text(c))) for c in common.THROUGHPUT_CORPORA}
+    ref_ids = {c: list(ref(corpus_text(c))) for c in THROUGHPUT}
 
     out = ["# qwen4exp encode benchmarks", ""]
     out += environment_section(loaded, skipped)
@@ -673,6 +694,10 @@ def main(argv=None) -> int:
     if not a.no_long_word:
         out += long_word_section(loaded, a.rounds, a.long_word_budget)
     out += batch_lines
+    if not a.no_batch_job:
+        import batch_job
+
+        out += batch_job.section(a.batch_rounds, log)
     if not a.no_load:
         out += load_section(list(loaded), skipped)
     if a.cli:
