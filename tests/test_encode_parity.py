@@ -103,10 +103,17 @@ def test_notes_traps(vocab_tok, vocab_hf):
 
 
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
-def test_corpus_lines_and_whole(vocab_tok, vocab_hf, name):
+def test_corpus_lines(vocab_tok, vocab_hf, name):
     text = getattr(corpora, f"{name}_corpus")()
-    lines = text.splitlines(keepends=True)
-    assert_same(vocab_tok, vocab_hf, lines)
+    assert_same(vocab_tok, vocab_hf, text.splitlines(keepends=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
+def test_corpus_in_64k_pieces(vocab_tok, vocab_hf, name):
+    """The corpora whole, cut every 64 KiB (the default run's test_long_text_parts
+    encodes them in one call)."""
+    text = getattr(corpora, f"{name}_corpus")()
     assert_same(vocab_tok, vocab_hf, [text[i : i + 65536] for i in range(0, len(text), 65536)])
 
 

@@ -188,11 +188,13 @@ def test_cuts_hypothesis(vocab_tok, split, hf_nfc, text):
     check_cuts(vocab_tok, split, hf_nfc, text)
 
 
-def test_split_corpus_documents(vocab_tok, vocab_hf, split_everything):
-    """Every document of the corpora, each split (threshold 2 bytes), NFC or not."""
+@pytest.mark.parametrize("every", [3, pytest.param(1, marks=pytest.mark.slow)])
+def test_split_corpus_documents(vocab_tok, vocab_hf, split_everything, every):
+    """Every document of the corpora (every third in the default run), each
+    split (threshold 2 bytes), NFC or not."""
     import unicodedata
 
-    docs = list(corpora.DOCUMENTS["code"]()) + list(corpora.DOCUMENTS["multilingual"]())
+    docs = (list(corpora.DOCUMENTS["code"]()) + list(corpora.DOCUMENTS["multilingual"]()))[::every]
     ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
     assert [vocab_tok.encode(d) for d in docs] == ref
     nfd = [unicodedata.normalize("NFD", d) for d in docs[-200:]]
