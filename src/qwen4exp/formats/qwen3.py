@@ -18,7 +18,11 @@ docs/FORMAT.md ("Where the formats depart from the templates"):
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
-from ..markers import Marker
+from ._control import (
+    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
+    TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
+    NO_THINKING_PROMPT,
+)
 
 __all__ = ["QWEN3", "QWEN3_2507", "render_qwen3", "render_qwen3_2507"]
 
@@ -27,23 +31,8 @@ QWEN3 = Rules("qwen3", trim=False, calls=JSON_CALLS, needs_query=False, thinking
 QWEN3_2507 = Rules("qwen3-2507", trim=False, calls=JSON_CALLS, needs_query=False,
                    thinking=None, preserve=None, effort=None)
 
-# The template's fixed text as byte chunks, built once. A rendered stream is a
-# list of parts that strictly alternate CONTROL, DATA, CONTROL, ... and every
-# CONTROL part is one of the constants below (markers the template writes side
-# by side are pre-joined), so parts are segments and the boundaries are the
-# running sum of part lengths: no per-call kind tracking, no marker checks.
-_IM_START = Marker.IM_START.data
-_IM_END = Marker.IM_END.data
-_THINK = Marker.THINK.data
-_THINK_END = Marker.THINK_END.data
-_TOOL_CALL = Marker.TOOL_CALL.data
-_TOOL_CALL_END = Marker.TOOL_CALL_END.data
-_TOOL_RESPONSE = Marker.TOOL_RESPONSE.data
-_TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.data
-_TOOL_CALL_PAIR = _TOOL_CALL + _TOOL_CALL_END
-_TOOL_CALL_END_IM_END = _TOOL_CALL_END + _IM_END
-_TOOL_RESPONSE_END_IM_END = _TOOL_RESPONSE_END + _IM_END
-
+# The template's fixed text as byte chunks, built once; parts alternate
+# CONTROL, DATA, ... as formats/_control.py says.
 _TOOLS_HEAD = (
     b"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     b"You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
@@ -52,14 +41,13 @@ _TOOLS_HEAD = (
 _TOOLS_TAIL = (
     b"\n</tools>\n\nFor each function call, return a json object with function name and "
     b"arguments within ",
-    _TOOL_CALL_PAIR,
+    TOOL_CALL_PAIR,
     b" XML tags:\n",
-    _TOOL_CALL,
+    TOOL_CALL,
     b'\n{"name": <function-name>, "arguments": <args-json-object>}\n',
-    _TOOL_CALL_END_IM_END,
+    TOOL_CALL_END_IM_END,
     b"\n",
 )
-_NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
 _CALL_NAME = b'\n{"name": "'
 _CALL_ARGS = b'", "arguments": '
 _CALL_CLOSE = b"}\n"
@@ -86,10 +74,10 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
 
     if req.tools:
         head = b"system\n" if req.system is None else b"system\n" + req.system + b"\n\n"
-        extend((_IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
+        extend((IM_START, b"\n".join((head + _TOOLS_HEAD, *req.tools)) + _TOOLS_TAIL[0]))
         extend(_TOOLS_TAIL[1:])
     elif req.system is not None:
-        extend((_IM_START, b"system\n" + req.system, _IM_END, b"\n"))
+        extend((IM_START, b"system\n" + req.system, IM_END, b"\n"))
     if req.system is not None:
         spans += (0, len(parts))
 
@@ -105,44 +93,44 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
     for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
             mark(len(parts))
-            extend((_IM_START, b"user\n" + content, _IM_END, b"\n"))
+            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
         elif role == ASSISTANT:
             mark(len(parts))
             if i > last_query and (i == n - 1 or reasoning):
                 reasoning = (reasoning or b"").strip(b"\n")
-                extend((_IM_START, b"assistant\n", _THINK, b"\n" + reasoning + b"\n", _THINK_END))
+                extend((IM_START, b"assistant\n", THINK, b"\n" + reasoning + b"\n", THINK_END))
                 body = b"\n\n" + content.lstrip(b"\n")
             else:
-                add(_IM_START)
+                add(IM_START)
                 body = b"assistant\n" + content
             if calls:
                 add(body + b"\n" if content else body)
                 for k, (name, arguments) in enumerate(calls):
                     if k:
-                        extend((_TOOL_CALL_END, b"\n"))
-                    extend((_TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
-                extend((_TOOL_CALL_END_IM_END, b"\n"))
+                        extend((TOOL_CALL_END, b"\n"))
+                    extend((TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
+                extend((TOOL_CALL_END_IM_END, b"\n"))
             else:
-                extend((body, _IM_END, b"\n"))
+                extend((body, IM_END, b"\n"))
         elif role == TOOL:
             mark(len(parts))
             if i == 0 or msgs[i - 1].role != TOOL:
-                extend((_IM_START, b"user\n"))
+                extend((IM_START, b"user\n"))
             else:
                 add(b"\n")  # after the previous block's TOOL_RESPONSE_END
-            extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
+            extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
-                extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
+                extend((TOOL_RESPONSE_END_IM_END, b"\n"))
             else:
-                add(_TOOL_RESPONSE_END)
+                add(TOOL_RESPONSE_END)
         else:  # SYSTEM: only ever messages[0], rendered above
             continue
         mark(len(parts))
 
     if req.add_generation_prompt:
-        extend((_IM_START, b"assistant\n"))
+        extend((IM_START, b"assistant\n"))
         if thinking and not req.enable_thinking:
-            extend(_NO_THINKING_PROMPT)
+            extend(NO_THINKING_PROMPT)
     return parts, spans, False
 
 

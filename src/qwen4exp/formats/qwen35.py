@@ -29,7 +29,11 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
-from ..markers import Marker
+from ._control import (
+    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
+    TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
+    NO_THINKING_PROMPT,
+)
 
 __all__ = ["QWEN35", "QWEN36", "QWEN38", "render_qwen35"]
 
@@ -40,31 +44,20 @@ QWEN36 = Rules("qwen3.6", trim=True, calls=XML_JSON, needs_query=True, thinking=
 QWEN38 = Rules("qwen3.8", trim=True, calls=XML_JSON, needs_query=True, thinking=True,
                preserve=True, effort="xhigh")
 
-# Parts strictly alternate CONTROL, DATA, ... as in formats/qwen3.py.
-_IM_START = Marker.IM_START.data
-_IM_END = Marker.IM_END.data
-_THINK = Marker.THINK.data
-_THINK_END = Marker.THINK_END.data
-_TOOL_CALL = Marker.TOOL_CALL.data
-_TOOL_CALL_END = Marker.TOOL_CALL_END.data
-_TOOL_RESPONSE = Marker.TOOL_RESPONSE.data
-_TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.data
-_TOOL_CALL_END_IM_END = _TOOL_CALL_END + _IM_END
-_TOOL_RESPONSE_END_IM_END = _TOOL_RESPONSE_END + _IM_END
-
+# Parts strictly alternate CONTROL, DATA, ... as formats/_control.py says.
 _TOOLS_HEAD = b"# Tools\n\nYou have access to the following functions:\n\n<tools>"
 # After the schemas, up to the system prompt: DATA and CONTROL parts, in order.
 _TOOLS_TAIL = (
     b"\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "
     b"with NO suffix:\n\n",
-    _TOOL_CALL,
+    TOOL_CALL,
     b"\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
     b"</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
     b"parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n",
-    _TOOL_CALL_END,
+    TOOL_CALL_END,
     b"\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
     b"<function=...></function> block must be nested within ",
-    _TOOL_CALL + _TOOL_CALL_END,
+    TOOL_CALL_PAIR,
 )
 _TOOLS_LAST = (
     b" XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning "
@@ -83,8 +76,7 @@ _EFFORT_TEXT = {
 }
 _FUNCTION = b"\n<function="
 _FUNCTION_END = b"</function>\n"
-_THINKING_PROMPT = (_THINK, b"\n")
-_NO_THINKING_PROMPT = (_THINK, b"\n\n", _THINK_END, b"\n\n")
+_THINKING_PROMPT = (THINK, b"\n")
 
 
 def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
@@ -109,17 +101,17 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
 
     if req.tools:
         head = b"system\n" + note + b"\n\n" + _TOOLS_HEAD if note else b"system\n" + _TOOLS_HEAD
-        extend((_IM_START, b"\n".join((head, *req.tools)) + _TOOLS_TAIL[0]))
+        extend((IM_START, b"\n".join((head, *req.tools)) + _TOOLS_TAIL[0]))
         extend(_TOOLS_TAIL[1:])
-        extend((_TOOLS_LAST + b"\n\n" + system if system else _TOOLS_LAST, _IM_END, b"\n"))
+        extend((_TOOLS_LAST + b"\n\n" + system if system else _TOOLS_LAST, IM_END, b"\n"))
     elif effort is None:
         if system is not None:
-            extend((_IM_START, b"system\n" + system, _IM_END, b"\n"))
+            extend((IM_START, b"system\n" + system, IM_END, b"\n"))
     elif system:
-        extend((_IM_START, b"system\n" + note + b"\n\n" + system if note else b"system\n" + system,
-                _IM_END, b"\n"))
+        extend((IM_START, b"system\n" + note + b"\n\n" + system if note else b"system\n" + system,
+                IM_END, b"\n"))
     elif note:  # qwen3.8 writes no empty system turn, but one for the instruction
-        extend((_IM_START, b"system\n" + note, _IM_END, b"\n"))
+        extend((IM_START, b"system\n" + note, IM_END, b"\n"))
     if system is not None:
         spans += (0, len(parts))
 
@@ -132,25 +124,25 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
             mark(len(parts))
-            extend((_IM_START, b"user\n" + content, _IM_END, b"\n"))
+            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
         elif role == ASSISTANT:
             mark(len(parts))
             if keep_reasoning or i > last_query:
-                extend((_IM_START, b"assistant\n", _THINK, b"\n" + (reasoning or b"") + b"\n",
-                        _THINK_END))
+                extend((IM_START, b"assistant\n", THINK, b"\n" + (reasoning or b"") + b"\n",
+                        THINK_END))
                 body = b"\n\n" + content
             else:
-                add(_IM_START)
+                add(IM_START)
                 body = b"assistant\n" + content
             if calls:
                 add(body + b"\n\n" if content else body)
                 for k, (name, params) in enumerate(calls):
                     if k:
-                        extend((_TOOL_CALL_END, b"\n"))
-                    extend((_TOOL_CALL, b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))))
-                extend((_TOOL_CALL_END_IM_END, b"\n"))
+                        extend((TOOL_CALL_END, b"\n"))
+                    extend((TOOL_CALL, b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))))
+                extend((TOOL_CALL_END_IM_END, b"\n"))
             else:
-                extend((body, _IM_END, b"\n"))
+                extend((body, IM_END, b"\n"))
         elif role == TOOL:
             if i == 0:  # no turn opened (the template's loop.previtem is undefined)
                 if parts:
@@ -161,21 +153,21 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
                     extend((b"", b"\n"))
             elif msgs[i - 1].role != TOOL:
                 mark(len(parts))
-                extend((_IM_START, b"user\n"))
+                extend((IM_START, b"user\n"))
             else:
                 mark(len(parts))
                 add(b"\n")  # after the previous block's TOOL_RESPONSE_END
-            extend((_TOOL_RESPONSE, b"\n" + content + b"\n"))
+            extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
             if i == n - 1 or msgs[i + 1].role != TOOL:
-                extend((_TOOL_RESPONSE_END_IM_END, b"\n"))
+                extend((TOOL_RESPONSE_END_IM_END, b"\n"))
             else:
-                add(_TOOL_RESPONSE_END)
+                add(TOOL_RESPONSE_END)
         else:  # SYSTEM: only ever messages[0], rendered above
             continue
         mark(len(parts))
 
     opens_reasoning = req.add_generation_prompt and req.enable_thinking
     if req.add_generation_prompt:
-        extend((_IM_START, b"assistant\n"))
-        extend(_THINKING_PROMPT if opens_reasoning else _NO_THINKING_PROMPT)
+        extend((IM_START, b"assistant\n"))
+        extend(_THINKING_PROMPT if opens_reasoning else NO_THINKING_PROMPT)
     return parts, spans, opens_reasoning
