@@ -6,7 +6,7 @@
 qwen4exp: `render_chat` then `Tokenizer.encode_chat` (ids as numpy int32).
 transformers: `apply_chat_template(..., tokenize=True)` with the Qwen3 template
 of the bundled vocab/. Same 200 atom-free conversations (bench_render's
-corpus); the ids are checked equal once up front.
+corpus, common.chat_conversation); the ids are checked equal once up front.
 
 The chat hot path (`test_bench_chat_hot_path`), in one run:
 
@@ -39,8 +39,8 @@ if __name__ == "__main__":  # run as a script: the same imports bench/conftest.p
 
 import pytest
 
-from bench_render import N_CONVERSATIONS, TOOLS, VOCAB, WORDS, _conversation
-from common import best_of
+from bench_render import N_CONVERSATIONS, VOCAB
+from common import CHAT_TOOLS, CHAT_WORDS, best_of, chat_conversation
 
 import qwen4exp
 
@@ -53,7 +53,7 @@ def setup():
     from transformers import AutoTokenizer
 
     rng = random.Random(20261129)
-    corpus = [_conversation(rng) for _ in range(N_CONVERSATIONS)]
+    corpus = [chat_conversation(rng) for _ in range(N_CONVERSATIONS)]
     hf = AutoTokenizer.from_pretrained(str(VOCAB))
     tok = qwen4exp.Tokenizer()
     for msgs, opts in corpus:
@@ -100,7 +100,7 @@ def test_bench_chat_encode_transformers(benchmark, setup, capsys):
 
 
 def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    return " ".join(rng.choice(CHAT_WORDS) for _ in range(n))
 
 
 def fresh_conversation():
@@ -118,7 +118,7 @@ def fresh_conversation():
         {"role": "assistant", "content": _words(rng, 60)},
         {"role": "user", "content": _words(rng, 40)},
     ]
-    return msgs, {"tools": TOOLS, "add_generation_prompt": True}
+    return msgs, {"tools": CHAT_TOOLS, "add_generation_prompt": True}
 
 
 def growing_transcript(turns: int = 60):
@@ -130,11 +130,12 @@ def growing_transcript(turns: int = 60):
     requests = []
     for t in range(turns):
         history.append({"role": "user", "content": _words(rng, 120)})
-        requests.append((list(history), {"tools": TOOLS, "add_generation_prompt": True}))
+        requests.append((list(history), {"tools": CHAT_TOOLS, "add_generation_prompt": True}))
         if t % 3 == 2:
             history.append({"role": "assistant", "content": "", "reasoning_content": _words(rng, 60),
                             "tool_calls": [{"type": "function", "function": {
-                                "name": "tool_2", "arguments": {"city": rng.choice(WORDS), "days": t}}}]})
+                                "name": "tool_2",
+                                "arguments": {"city": rng.choice(CHAT_WORDS), "days": t}}}]})
             history.append({"role": "tool", "content": '{"result": "%s"}' % _words(rng, 150)})
         history.append({"role": "assistant", "content": _words(rng, 250),
                         "reasoning_content": _words(rng, 80)})

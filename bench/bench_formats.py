@@ -2,10 +2,10 @@
 
     python bench/bench_formats.py [--rounds 5] [--conversations 200]
 
-For each format, the same atom-free conversations (bench_render's corpus
-generator: system prompts, tools, multi-turn chats with reasoning, parallel
-calls with typed arguments and their results) are rendered and tokenized
-by
+For each format, the same atom-free conversations (bench/common.py's
+chat_conversation, as bench_render's corpus: system prompts, tools,
+multi-turn chats with reasoning, parallel calls with typed arguments and
+their results) are rendered and tokenized by
 
 * qwen4exp: `render_chat(..., chat_format=F)` then `Tokenizer.encode_chat`
   with the format's vocabulary ("qwen3" for qwen3 / qwen3-2507, "qwen3.6"
@@ -38,55 +38,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import peers  # noqa: E402,F401  (pins the Rust thread pools before tokenizers loads)
-from common import best_of  # noqa: E402
+from common import best_of, chat_conversation  # noqa: E402
 
 import _formats_reference as ref  # noqa: E402
 from _qwen36_reference import reference_json  # noqa: E402
 
 CACHE = os.path.join(tempfile.gettempdir(), "qwen4exp-bench", "qwen36-reference")
-WORDS = (
-    "the model renders each message with its role and content while tools return json "
-    "résumé naïve café 中文 測試 привет мир مرحبا 😀 data control segment stream byte "
-    "weather paris rome tokyo temperature forecast search query result answer"
-).split()
-TOOLS = [
-    {"type": "function", "function": {
-        "name": f"tool_{k}", "description": " ".join(WORDS[k:k + 12]),
-        "parameters": {"type": "object",
-                       "properties": {"city": {"type": "string", "description": "City name"},
-                                      "days": {"type": "integer"}, "metric": {"type": "boolean"}},
-                       "required": ["city"]}}}
-    for k in range(3)
-]
-
-
-def _text(rng: random.Random, lo: int, hi: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
 
 
 def conversation(rng: random.Random, fmt: str):
-    msgs = []
-    if rng.random() < 0.7:
-        msgs.append({"role": "system", "content": " " + _text(rng, 5, 40) + "\n"})
-    use_tools = rng.random() < 0.5
-    for _ in range(rng.choice([1, 2, 3, 5, 10])):
-        msgs.append({"role": "user", "content": _text(rng, 5, 80)})
-        if use_tools and rng.random() < 0.5:
-            calls = [{"type": "function", "function": {
-                "name": f"tool_{rng.randrange(3)}",
-                "arguments": {"city": rng.choice(WORDS), "days": rng.randint(1, 9),
-                              "metric": rng.random() < 0.5}}}
-                for _ in range(rng.randint(1, 3))]
-            msgs.append({"role": "assistant", "content": "", "reasoning_content": _text(rng, 5, 30),
-                         "tool_calls": calls})
-            for _ in calls:
-                msgs.append({"role": "tool", "content": '{"result": "%s"}' % _text(rng, 3, 30)})
-        msgs.append({"role": "assistant", "content": _text(rng, 5, 120),
-                     "reasoning_content": _text(rng, 0, 40)})
-    opts = {"tools": TOOLS if use_tools else None, "add_generation_prompt": rng.random() < 0.3}
-    if "enable_thinking" in ref.FORMAT_OPTIONS[fmt]:
-        opts["enable_thinking"] = rng.random() < 0.5
-    return msgs, opts
+    # booleans in the calls, a system prompt to trim, enable_thinking where the format has it
+    return chat_conversation(rng, typed=True, padded_system=True,
+                             thinking="enable_thinking" in ref.FORMAT_OPTIONS[fmt])
 
 
 def main() -> None:

@@ -19,61 +19,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 
+from common import chat_conversation
+
 from qwen4exp.chat import render_chat
 
 VOCAB = Path(__file__).resolve().parents[1] / "vocab"
 N_CONVERSATIONS = 200
 _results: dict[str, float] = {}
 
-WORDS = (
-    "the model renders each message with its role and content while tools return json "
-    "résumé naïve café 中文 測試 привет мир مرحبا 😀 data control segment stream byte "
-    "weather paris rome tokyo temperature forecast search query result answer"
-).split()
-
-TOOLS = [
-    {"type": "function", "function": {
-        "name": f"tool_{k}", "description": " ".join(WORDS[k:k + 12]),
-        "parameters": {"type": "object",
-                       "properties": {"city": {"type": "string", "description": "City name"},
-                                      "days": {"type": "integer"}},
-                       "required": ["city"]}}}
-    for k in range(3)
-]
-
-
-def _text(rng: random.Random, lo: int, hi: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
-
-
-def _conversation(rng: random.Random):
-    msgs = []
-    if rng.random() < 0.7:
-        msgs.append({"role": "system", "content": _text(rng, 5, 40)})
-    use_tools = rng.random() < 0.5
-    for _ in range(rng.choice([1, 2, 3, 5, 10])):
-        msgs.append({"role": "user", "content": _text(rng, 5, 80)})
-        if use_tools and rng.random() < 0.5:
-            calls = [{"type": "function", "function": {
-                "name": f"tool_{rng.randrange(3)}",
-                "arguments": {"city": rng.choice(WORDS), "days": rng.randint(1, 9)}}}
-                for _ in range(rng.randint(1, 3))]
-            msgs.append({"role": "assistant", "content": "", "reasoning_content": _text(rng, 5, 30),
-                         "tool_calls": calls})
-            for _ in calls:
-                msgs.append({"role": "tool", "content": '{"result": "%s"}' % _text(rng, 3, 30)})
-        msgs.append({"role": "assistant", "content": _text(rng, 5, 120),
-                     "reasoning_content": _text(rng, 0, 40)})
-    opts = {"tools": TOOLS if use_tools else None,
-            "add_generation_prompt": rng.random() < 0.3,
-            "enable_thinking": rng.random() < 0.5}
-    return msgs, opts
-
-
 @pytest.fixture(scope="module")
 def corpus():
     rng = random.Random(20261129)
-    return [_conversation(rng) for _ in range(N_CONVERSATIONS)]
+    return [chat_conversation(rng) for _ in range(N_CONVERSATIONS)]
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
 """Shared by bench_encode.py (pytest-benchmark) and report.py (plain script):
-corpora access, parity checks against the HF reference, timing helpers."""
+corpora access, parity checks against the HF reference, timing helpers; and
+the chat benches' conversation generator (bench_render.py, bench_formats.py,
+bench_chat_encode.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,30 @@ import unicodedata
 
 import peers as _peers  # noqa: F401  (sets the thread env and sys.path first)
 import corpora
+
+#: The words of the chat benches' atom-free conversations.
+CHAT_WORDS = (
+    "the model renders each message with its role and content while tools return json "
+    "résumé naïve café 中文 測試 привет мир مرحبا 😀 data control segment stream byte "
+    "weather paris rome tokyo temperature forecast search query result answer"
+).split()
+
+
+def _chat_tools(typed: bool) -> list[dict]:
+    props = {"city": {"type": "string", "description": "City name"}, "days": {"type": "integer"}}
+    if typed:
+        props["metric"] = {"type": "boolean"}
+    return [
+        {"type": "function", "function": {
+            "name": f"tool_{k}", "description": " ".join(CHAT_WORDS[k:k + 12]),
+            "parameters": {"type": "object", "properties": dict(props), "required": ["city"]}}}
+        for k in range(3)
+    ]
+
+
+#: Three tool schemas (city, days); the typed ones also take a boolean "metric".
+CHAT_TOOLS = _chat_tools(typed=False)
+CHAT_TOOLS_TYPED = _chat_tools(typed=True)
 
 THROUGHPUT_CORPORA = ("code", "multilingual")
 LONG_WORD_SIZES = (20_000, 200_000)
@@ -88,3 +114,47 @@ def spot_check_failures(encode, reference):
 
 def all_nfc() -> bool:
     return all(unicodedata.is_normalized("NFC", corpus_text(n)) for n in corpora.CORPORA)
+
+
+def chat_text(rng, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(CHAT_WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def _call_arguments(rng, typed: bool) -> dict:
+    args = {"city": rng.choice(CHAT_WORDS), "days": rng.randint(1, 9)}
+    if typed:
+        args["metric"] = rng.random() < 0.5
+    return args
+
+
+def chat_conversation(rng, *, typed: bool = False, padded_system: bool = False,
+                      thinking: bool = True):
+    """(messages, render options) of one atom-free conversation: an optional
+    system prompt, tools in half of them, 1 to 10 user turns, some answered by
+    parallel calls and their results, reasoning on the assistant turns.
+    `typed`: the tools and calls also carry a boolean (the XML formats write
+    it their own way); `padded_system`: the system prompt starts with a space
+    and ends with a newline (the 3.5+ formats trim it); `thinking`: draw
+    enable_thinking (off for a format without the option)."""
+    msgs = []
+    if rng.random() < 0.7:
+        system = chat_text(rng, 5, 40)
+        msgs.append({"role": "system", "content": " " + system + "\n" if padded_system else system})
+    use_tools = rng.random() < 0.5
+    for _ in range(rng.choice([1, 2, 3, 5, 10])):
+        msgs.append({"role": "user", "content": chat_text(rng, 5, 80)})
+        if use_tools and rng.random() < 0.5:
+            calls = [{"type": "function", "function": {
+                "name": f"tool_{rng.randrange(3)}", "arguments": _call_arguments(rng, typed)}}
+                for _ in range(rng.randint(1, 3))]
+            msgs.append({"role": "assistant", "content": "", "reasoning_content": chat_text(rng, 5, 30),
+                         "tool_calls": calls})
+            for _ in calls:
+                msgs.append({"role": "tool", "content": '{"result": "%s"}' % chat_text(rng, 3, 30)})
+        msgs.append({"role": "assistant", "content": chat_text(rng, 5, 120),
+                     "reasoning_content": chat_text(rng, 0, 40)})
+    tools = CHAT_TOOLS_TYPED if typed else CHAT_TOOLS
+    opts = {"tools": tools if use_tools else None, "add_generation_prompt": rng.random() < 0.3}
+    if thinking:
+        opts["enable_thinking"] = rng.random() < 0.5
+    return msgs, opts
