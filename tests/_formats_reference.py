@@ -287,8 +287,12 @@ def reference_spans(request: dict, fmt: str) -> list[tuple[int, int, int, str]]:
     template leaves out (qwen3.8) spans nothing at the start; a tool message at
     index 0 (no turn opened, in the 3.5+ formats) starts at the newline that
     ends the preceding turn, or at 0."""
-    data = reference_text(request, fmt).encode("utf-8")
-    msgs = normalise(request, fmt)["messages"]
+    return spans_in_text(reference_text(request, fmt).encode("utf-8"),
+                         normalise(request, fmt)["messages"], fmt)
+
+
+def spans_in_text(data: bytes, msgs: list, fmt: str) -> list[tuple[int, int, int, str]]:
+    """reference_spans read off `data`, a template's text of the normalised `msgs`."""
     starts = [m.start() for m in _IM_START.finditer(data)]
     turns = list(zip(starts, starts[1:] + [len(data)]))
     has_system = msgs[0]["role"] == "system"

@@ -9,7 +9,6 @@ lengths of its own spelling (`decode_bytes` of one id at a time).
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 import numpy as np
@@ -20,39 +19,14 @@ import qwen4exp
 from qwen4exp import MessageSpan, SegmentBuilder
 
 import _chat_reference as ref
+import _formats_reference as formats_ref
 from helpers import ATOM_FREE, ORACLE_CASES, WITH_ATOMS, chat_requests, check_encoded, free_text, render_oracle
 
-_IM_START = re.compile(re.escape(b"<|im_start|>"))
-_NEXT_RESPONSE = re.compile(re.escape(b"\n<tool_response>"))
-
-
 def reference_spans(request: dict) -> list[tuple[int, int, int, str]]:
-    """Message spans of an atom-free request, read off the reference text: a
-    message's turn runs from its `<|im_start|>` to the next one; tool
-    messages of one turn split it before each further `\\n<tool_response>`."""
-    data = ref.reference_text(request).encode("utf-8")
-    msgs = ref.normalise(request)["messages"]
-    starts = [m.start() for m in _IM_START.finditer(data)]
-    turns = list(zip(starts, starts[1:] + [len(data)]))
-    k = 1 if request.get("tools") and msgs[0]["role"] != "system" else 0  # preamble: no message
-    spans = []
-    i = 0
-    while i < len(msgs):
-        a, b = turns[k]
-        k += 1
-        if msgs[i]["role"] != "tool":
-            spans.append((a, b, i, msgs[i]["role"]))
-            i += 1
-            continue
-        j = i
-        while j < len(msgs) and msgs[j]["role"] == "tool":
-            j += 1
-        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][1:]
-        edges = [a, *cuts, b]
-        assert len(edges) == j - i + 1
-        spans += [(edges[t - i], edges[t - i + 1], t, "tool") for t in range(i, j)]
-        i = j
-    return spans
+    """Message spans of an atom-free request, read off the reference text (the
+    template of the bundled vocab/) as the formats reference reads them."""
+    return formats_ref.spans_in_text(ref.reference_text(request).encode("utf-8"),
+                                     ref.normalise(request)["messages"], "qwen3")
 
 
 @pytest.mark.parametrize("name", ATOM_FREE)
