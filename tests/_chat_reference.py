@@ -165,15 +165,28 @@ def caller_strings(request: dict) -> list[str]:
         if msg.get("reasoning_content") is not None:
             out.append(msg["reasoning_content"])
         for fn in _calls(msg):
-            out.append(fn["name"])
-            args = fn["arguments"]
-            out.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
-            if not isinstance(args, str):
-                out.extend(_json_strings(args))
-    for tool in request.get("tools") or ():
-        out.append(json.dumps(tool, ensure_ascii=False))
-        out.extend(_json_strings(tool))
+            out.extend(json_call_strings(fn))
+    out.extend(tools_strings(request.get("tools")))
     return out
+
+
+def json_call_strings(fn: dict):
+    """A JSON tool call's caller strings: the name, the arguments as written
+    (a JSON string verbatim, else dumped) and every string inside them."""
+    args = fn["arguments"]
+    yield fn["name"]
+    if isinstance(args, str):
+        yield args
+    else:
+        yield json.dumps(args, ensure_ascii=False)
+        yield from _json_strings(args)
+
+
+def tools_strings(tools):
+    """The tool schemas' caller strings: each schema dumped, and every string inside it."""
+    for tool in tools or ():
+        yield json.dumps(tool, ensure_ascii=False)
+        yield from _json_strings(tool)
 
 
 def has_atom(request: dict) -> bool:

@@ -31,16 +31,18 @@ from pathlib import Path
 
 # The format-independent pieces (markers, the reference tokenizer, the segment
 # scan, the JSON walkers) are the qwen3 reference's.
-from _chat_reference import (  # noqa: F401  (the callers use scan_segments, plain_segments, TwinCollision as ref.X)
+from _chat_reference import (  # noqa: F401  (some used by callers as ref.X)
     _MARKER_RE,
     ATOMS,
     MARKERS,
     TwinCollision,
     _json_strings,
     _map_json_text,
+    json_call_strings,
     plain_segments,
     reference_tokenizer,
     scan_segments,
+    tools_strings,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,13 +180,8 @@ def caller_strings(request: dict, fmt: str) -> list[str]:
                     out.extend(_json_strings(value))
                     out.append(json.dumps(value, ensure_ascii=False))
             else:
-                out.append(fn["name"])
-                out.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
-                if not isinstance(args, str):
-                    out.extend(_json_strings(args))
-    for tool in request.get("tools") or ():
-        out.append(json.dumps(tool, ensure_ascii=False))
-        out.extend(_json_strings(tool))
+                out.extend(json_call_strings(fn))
+    out.extend(tools_strings(request.get("tools")))
     return out
 
 
