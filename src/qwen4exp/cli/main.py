@@ -602,6 +602,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
         sp.add_argument("--file", metavar="FILE|-", help="read the ids from FILE (- for stdin)")
 
+    def text_opts(sp, verb):
+        sp.add_argument("file", nargs="?", metavar="FILE|-", help="input file (default: stdin)")
+        sp.add_argument("--text", "-t", help=f"the text to {verb}")
+        sp.add_argument("--chat", action="store_true", help="the input is a chat request")
+
     def chat_opts(sp):
         sp.add_argument("--add-generation-prompt", action="store_true",
                         help="end with an open assistant turn (overrides the file)")
@@ -651,9 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Chat input: " + CHAT_INPUT_HELP + ".",
         cmd_encode,
     )
-    sp.add_argument("file", nargs="?", metavar="FILE|-", help="input file (default: stdin)")
-    sp.add_argument("--text", "-t", help="the text to encode")
-    sp.add_argument("--chat", action="store_true", help="the input is a chat request")
+    text_opts(sp, "encode")
     sp.add_argument("--format", "-f", choices=("json", "space"), default="json",
                     help="a JSON list (default) or space-separated ids")
     chat_opts(sp)
@@ -703,9 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Print the number of tokens. Input as for `encode`.\n\nChat input: " + CHAT_INPUT_HELP + ".",
         cmd_count,
     )
-    sp.add_argument("file", nargs="?", metavar="FILE|-", help="input file (default: stdin)")
-    sp.add_argument("--text", "-t", help="the text to count")
-    sp.add_argument("--chat", action="store_true", help="the input is a chat request")
+    text_opts(sp, "count")
     chat_opts(sp)
     tokenizer_opt(sp)
 
