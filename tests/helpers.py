@@ -7,7 +7,9 @@
   accepted ones without atoms (ATOM_FREE) and with (WITH_ATOMS),
   `render_oracle`, and `reference_ids` (transformers' ids);
 * hypothesis strategies of chat requests: `free_text`, `atom_text`,
-  `chat_requests`;
+  `chat_requests`; MESSAGE_CORRUPTIONS (edits that make a message invalid in
+  every format) and `snapshot` (everything a RenderedChat holds), for the
+  checks that a refused request leaves the transcript as it was;
 * training masks computed independently of the product: `check_encoded`;
 * the chat formats' corpus: FORMAT_CASES, TOOLS, the message builders U, A,
   T, S and `call`, `option_grid`, `render_in`;
@@ -201,6 +203,23 @@ def chat_requests(draw, text):
         max_size=3)))
     return {"messages": msgs, "tools": tools,
             "add_generation_prompt": draw(st.booleans()), "enable_thinking": draw(st.booleans())}
+
+
+#: (field, edit) pairs that make a message invalid in every chat format; the
+#: error names the message and the field.
+MESSAGE_CORRUPTIONS = [
+    ("role", lambda m: m.__setitem__("role", "developer")),
+    ("content", lambda m: m.__setitem__("content", [{"type": "image_url", "image_url": {"url": "u"}}])),
+    ("content", lambda m: m.__setitem__("content", 3.5)),
+    ("content", lambda m: m.__setitem__("content", "ok \udc80")),
+    ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "f", "arguments": "[]"}])),
+]
+
+
+def snapshot(chat):
+    """Everything a chat holds: the stream and what it was rendered from."""
+    return (chat.data, chat.segments, chat.text, chat.message_spans, chat.chat_format,
+            chat.request_tools(), chat.add_generation_prompt, chat.opens_reasoning)
 
 
 # -- training masks, computed from byte lengths and the reference's spans ------------

@@ -41,7 +41,7 @@ from _chat_reference import (
     render_kwargs,
     scan_segments,
 )
-from helpers import atom_text, chat_requests, free_text
+from helpers import MESSAGE_CORRUPTIONS, atom_text, chat_requests, free_text, snapshot
 
 ORACLE = Path(__file__).resolve().parent / "data" / "chat_oracle.json"
 CASES = json.loads(ORACLE.read_text(encoding="utf-8"))["cases"]
@@ -56,12 +56,6 @@ def render(request: dict):
 
 def ids(cases):
     return [c["name"] for c in cases]
-
-
-def snapshot(chat: RenderedChat):
-    """Everything a chat holds: the stream and what it was rendered from."""
-    return (chat.data, chat.segments, chat.text, chat.message_spans, chat.chat_format,
-            chat.request_tools(), chat.add_generation_prompt, chat.opens_reasoning)
 
 
 @pytest.fixture(scope="module")
@@ -426,12 +420,7 @@ def test_random_atom_free_parity(req):
     assert sum(data_mask(chat)) > 0
 
 
-_CORRUPTIONS = [
-    ("role", lambda m: m.__setitem__("role", "developer")),
-    ("content", lambda m: m.__setitem__("content", [{"type": "image_url", "image_url": {"url": "u"}}])),
-    ("content", lambda m: m.__setitem__("content", 3.5)),
-    ("content", lambda m: m.__setitem__("content", "ok \udc80")),
-    ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "f", "arguments": "[]"}])),
+_CORRUPTIONS = MESSAGE_CORRUPTIONS + [
     ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "", "arguments": {}}])),
 ]
 

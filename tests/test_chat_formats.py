@@ -27,11 +27,19 @@ from qwen4exp.chat import render_chat, render_chat_into
 
 import _formats_reference as ref
 from _formats_reference import FORMATS, XML_FORMATS
-from helpers import FORMAT_CASES, TOOLS, A, S, T, U, call, option_grid, render_in
-
-
-def snapshot(chat: RenderedChat):
-    return (chat.data, chat.segments, chat.message_spans, chat.chat_format)
+from helpers import (
+    FORMAT_CASES,
+    MESSAGE_CORRUPTIONS,
+    TOOLS,
+    A,
+    S,
+    T,
+    U,
+    call,
+    option_grid,
+    render_in,
+    snapshot,
+)
 
 
 def check_parity(request: dict, fmt: str, vocabularies) -> None:
@@ -460,7 +468,7 @@ def test_invalid_requests_leave_the_transcript(fmt, messages, kw, error, fragmen
     empty = RenderedChat()
     with pytest.raises(error):
         render_chat_into(messages, empty, **kw)
-    assert snapshot(empty) == (b"", (), (), None)
+    assert snapshot(empty) == (b"", (), "", (), None, None, False, False)
 
 
 @pytest.mark.parametrize("fmt", XML_FORMATS)
@@ -589,12 +597,7 @@ def test_generated_provenance_sweep(fmt, vocabularies, data):
     _provenance_property(fmt, vocabularies, data.draw(requests(fmt, _atom_text)))
 
 
-_CORRUPTIONS = [
-    ("role", lambda m: m.__setitem__("role", "developer")),
-    ("content", lambda m: m.__setitem__("content", [{"type": "image_url", "image_url": {"url": "u"}}])),
-    ("content", lambda m: m.__setitem__("content", 3.5)),
-    ("content", lambda m: m.__setitem__("content", "ok \udc80")),
-    ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "f", "arguments": "[]"}])),
+_CORRUPTIONS = MESSAGE_CORRUPTIONS + [
     ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "f", "arguments": None}])),
 ]
 
