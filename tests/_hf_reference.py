@@ -74,6 +74,19 @@ def byte_decoder() -> dict[str, int]:
     return table
 
 
+def token_texts(hf) -> list[str]:
+    """The token spellings of an HF tokenizer's vocabulary that are text
+    (UTF-8 once their ByteLevel characters are bytes again), in id order."""
+    to_byte = byte_decoder()
+    texts = []
+    for piece, _ in sorted(hf.get_vocab().items(), key=lambda item: item[1]):
+        try:
+            texts.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    return texts
+
+
 @lru_cache(maxsize=None)
 def reference_tables() -> tuple[list[bytes], dict[int, bytes]]:
     """(byte spelling per BPE id, {atom id: spelling bytes}) from tokenizer.json."""

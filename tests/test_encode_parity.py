@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corpora
-from _hf_reference import byte_decoder
+from _hf_reference import token_texts
 from helpers import SCALAR_SAMPLE, SCALARS
 
 
@@ -177,23 +177,11 @@ def test_long_words_with_runs(vocab_tok, vocab_hf):
 
 
 @pytest.mark.parametrize("vocab", [pytest.param("qwen3", marks=pytest.mark.slow), "qwen3.6"], indirect=True)
-def _token_texts(hf) -> list[str]:
-    """The vocabulary's token spellings that are text, in id order."""
-    to_byte = byte_decoder()
-    texts = []
-    for piece, _ in sorted(hf.get_vocab().items(), key=lambda item: item[1]):
-        try:
-            texts.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
-        except UnicodeDecodeError:
-            pass
-    return texts
-
-
 @pytest.mark.slow
 def test_every_token_spelling(vocab_tok, vocab_hf):
     """Each vocabulary token's text alone: with ignore_merges ("qwen3.6") a
     pre-token that is a token is that token, whatever the merges would make."""
-    texts = _token_texts(vocab_hf)
+    texts = token_texts(vocab_hf)
     assert len(texts) > 100_000
     assert_same(vocab_tok, vocab_hf, texts)
     assert_same(vocab_tok, vocab_hf, ["x" + t + "\u0301" for t in texts[::7]])
@@ -201,7 +189,7 @@ def test_every_token_spelling(vocab_tok, vocab_hf):
 
 def test_sampled_token_spellings(vocab_tok, vocab_hf):
     """The default run's share of the test above: every 13th token by id."""
-    texts = _token_texts(vocab_hf)[::13]
+    texts = token_texts(vocab_hf)[::13]
     assert len(texts) > 100_000 // 13
     assert_same(vocab_tok, vocab_hf, texts)
     assert_same(vocab_tok, vocab_hf, ["x" + t + "\u0301" for t in texts[::7]])

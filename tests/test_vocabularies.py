@@ -16,7 +16,7 @@ import pytest
 import qwen4exp
 from qwen4exp import Qwen4ExpError
 from qwen4exp import _vocab_compile as vc
-from _hf_reference import byte_decoder
+from _hf_reference import byte_decoder, token_texts
 
 from conftest import VOCAB_DIR
 
@@ -75,17 +75,6 @@ def test_from_file_loads_the_converted_json(qwen36_json, hf_plain36, tok36, tmp_
     assert dict(loaded.atoms) == dict(tok36.atoms)
 
 
-def _spellings(hf, limit=None):
-    to_byte = byte_decoder()
-    out = []
-    for piece in sorted(hf.get_vocab(), key=hf.get_vocab().get)[:limit]:
-        try:
-            out.append(bytes(to_byte[c] for c in piece).decode("utf-8"))
-        except UnicodeDecodeError:
-            pass
-    return out
-
-
 @pytest.mark.slow
 def test_ignore_merges_both_ways(qwen36_json, hf_plain36, tmp_path, monkeypatch):
     """The same file with ignore_merges false: HF then merges every piece, and so
@@ -101,7 +90,7 @@ def test_ignore_merges_both_ways(qwen36_json, hf_plain36, tmp_path, monkeypatch)
     path.write_text(json.dumps(raw), encoding="utf-8")
     hf_merging = Tokenizer.from_file(str(path))
     ours = qwen4exp.Tokenizer.from_file(path)
-    texts = _spellings(hf_plain36)
+    texts = token_texts(hf_plain36)
     merged = [e.ids for e in hf_merging.encode_batch(texts, add_special_tokens=False)]
     whole = [e.ids for e in hf_plain36.encode_batch(texts, add_special_tokens=False)]
     assert sum(a != b for a, b in zip(merged, whole)) > 100  # the flag matters
