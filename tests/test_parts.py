@@ -176,8 +176,11 @@ def test_parts_are_checked_for_nfc_in_parallel(vocab_tok, vocab_hf):
         before += 1
 
 
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
 def test_cuts_in_corpora(vocab_tok, split, hf_nfc, name):
+    """(Qwen3.6 under slow: its pattern differs in marks only, which the
+    default run checks in every context.)"""
     text = getattr(corpora, f"{name}_corpus")()
     assert check_cuts(vocab_tok, split, hf_nfc, text) > 100
 
