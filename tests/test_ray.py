@@ -138,12 +138,13 @@ def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
         qray.tokenize_dataset(ds, column="conversation", chat_format="qwen9")
 
 
-def test_request_options_and_chat_format_inray_rows(qray, tmp_path, capsys):
+def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
     """A request's preserve_thinking / reasoning_effort (its own keys or a
     column) reach render_chat, and a row whose "chat_format" (key or column)
     is not the run's is a bad row naming both formats, as in the local engine;
     so is an option the run's format lacks."""
-    
+    from qwen4exp.cli.main import main
+
     with open(EXAMPLE, encoding="utf-8") as f:
         example = json.load(f)
     # a last user query after the reasoning turn, so that preserve_thinking matters
@@ -174,7 +175,7 @@ def test_request_options_and_chat_format_inray_rows(qray, tmp_path, capsys):
 
     ds = qray.ray.data.from_arrow(table)
     out = ray_rows(qray.tokenize_dataset(ds, column="messages", chat_format="qwen3.6", vocab="qwen3.6",
-                                      on_error="skip", batch_size=4, concurrency=1))
+                                         on_error="skip", batch_size=4, concurrency=1))
     assert out.column("ids").to_pylist() == [local_ids.get(i, []) for i in range(len(convs))]
     assert out.column("error").to_pylist() == [local_err.get(i) for i in range(len(convs))]
 
