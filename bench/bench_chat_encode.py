@@ -1,6 +1,6 @@
 """Render + encode, conversations per second: qwen4exp vs transformers.
 
-    python -m pytest bench/ -k chat_encode --benchmark-only -s
+    python -m pytest bench/ -k chat_encode --benchmark-only -n 0 -s
     python bench/bench_chat_encode.py          # the chat hot path table only
 
 qwen4exp: `render_chat` then `Tokenizer.encode_chat` (ids as numpy int32).

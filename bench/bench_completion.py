@@ -1,6 +1,6 @@
 """The output side, ids per second: completion parsing and streaming decode.
 
-    python -m pytest bench/bench_completion.py --benchmark-only -s
+    python -m pytest bench/bench_completion.py --benchmark-only -n 0 -s
 
 Input: 100 assistant turns (reasoning, content and a tool call, text from the
 multilingual and code corpora) rendered with render_chat + encode_chat; the

@@ -1,7 +1,7 @@
 """Encode throughput and long-word growth, every peer on the same inputs.
 
-    python -m pytest bench/ --benchmark-only
-    BENCH_ROUNDS=10 python -m pytest bench/ --benchmark-only -k multilingual
+    python -m pytest bench/ --benchmark-only -n 0
+    BENCH_ROUNDS=10 python -m pytest bench/ --benchmark-only -n 0 -k multilingual
 
 Environment: BENCH_ROUNDS (default 5) rounds per benchmark, the best (min)
 is the number that matters; BENCH_LONG_WORD_BUDGET_S (default 60): a

@@ -3,7 +3,7 @@
 input, best of several rounds, no BPE.
 
     PYTHONPATH=src python bench/bench_pretokenize.py [--rounds N] [--caps 0,64]
-    PYTHONPATH=src python -m pytest bench/bench_pretokenize.py --benchmark-only
+    PYTHONPATH=src python -m pytest bench/bench_pretokenize.py --benchmark-only -n 0
 
 cap 0 is one `piece_end` call per piece (how the encoder called it before);
 cap k > 0 is one `piece_ends` call per k pieces. Both scan the text's cached

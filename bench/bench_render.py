@@ -1,6 +1,6 @@
 """Conversations per second: qwen4exp.render_chat vs transformers' apply_chat_template.
 
-    PYTHONPATH=src python -m pytest bench/bench_render.py --benchmark-only -s
+    PYTHONPATH=src python -m pytest bench/bench_render.py --benchmark-only -n 0 -s
 
 Both render the same atom-free corpus of 200 conversations (so their text is
 identical, checked once up front) with the Qwen3 template from the bundled

@@ -1,4 +1,4 @@
-"""pytest-benchmark setup for bench/ (run: python -m pytest bench/ --benchmark-only).
+"""pytest-benchmark setup for bench/ (run: python -m pytest bench/ --benchmark-only -n 0).
 
 Collects ``bench_*.py`` (not matched by pytest's default ``test_*.py``),
 builds every peer once per session, and prints a summary at the end: skipped

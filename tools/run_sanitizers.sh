@@ -62,7 +62,7 @@ run_asan() {
         ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0:strict_string_checks=1:detect_stack_use_after_return=1" \
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
         PYTHONPATH="$tree/src" QWEN4EXP_SANITIZED=1 \
-        "$PY" -m pytest -q -p no:cacheprovider -m "not slow" "${opts[@]}" "${tests[@]}" >"$WORK/asan-tests.log" 2>&1)
+        "$PY" -m pytest -q -p no:cacheprovider -n 0 -m "not slow" "${opts[@]}" "${tests[@]}" >"$WORK/asan-tests.log" 2>&1)
     rc=$?
     tail -5 "$WORK/asan-tests.log"
     if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$WORK/asan-tests.log"; then
