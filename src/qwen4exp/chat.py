@@ -20,20 +20,10 @@ from typing import Any
 from .chat_validate import validate_request
 from .formats import chat_format as _chat_format
 from .formats import chat_formats
-from .markers import CONTROL_MARKERS, Marker
+from .markers import CONTROL_MARKERS
 from .segments import RenderedChat
 
 __all__ = ["render_chat", "render_chat_into", "chat_formats", "CONTROL_MARKERS"]
-
-# The marker spellings, for modules that still import them from here.
-IM_START = Marker.IM_START.value
-IM_END = Marker.IM_END.value
-THINK = Marker.THINK.value
-THINK_END = Marker.THINK_END.value
-TOOL_CALL = Marker.TOOL_CALL.value
-TOOL_CALL_END = Marker.TOOL_CALL_END.value
-TOOL_RESPONSE = Marker.TOOL_RESPONSE.value
-TOOL_RESPONSE_END = Marker.TOOL_RESPONSE_END.value
 
 _role = attrgetter("role")
 
