@@ -202,3 +202,42 @@ def test_one_return_type_per_family(tok, hf_plain):
         assert arr.tolist() == ids
     assert not buf.array.flags.writeable
     assert tok.decode(ids) == tok.decode(arrays[0]) == text
+
+
+def test_version_reads_the_metadata_beside_the_package(tmp_path):
+    """An installed copy reports its own dist-info's version even when another
+    `qwen4exp` metadata folder comes first on sys.path (a source tree's
+    src/qwen4exp.egg-info once a script put src/ first: the fresh-clone CI
+    failure); a source tree with only egg-info reads its pyproject."""
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "qwen4exp").mkdir(parents=True)
+    (site / "qwen4exp" / "__init__.py").write_text("")
+    with open(os.path.join(os.path.dirname(qwen4exp.__file__), "_version.py"), encoding="utf-8") as f:
+        (site / "qwen4exp" / "_version.py").write_text(f.read())
+    info = site / "qwen4exp-7.7.7.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: qwen4exp\nVersion: 7.7.7\n")
+    (info / "RECORD").write_text("qwen4exp/__init__.py,,\nqwen4exp/_version.py,,\n")
+    decoy = tmp_path / "tree" / "src"
+    (decoy / "qwen4exp.egg-info").mkdir(parents=True)
+    (decoy / "qwen4exp.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: qwen4exp\nVersion: 9.9.9\n")
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
+            "from qwen4exp._version import package_version; print(package_version())")
+    run = subprocess.run([sys.executable, "-I", "-c", code, str(decoy), str(site)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["7.7.7"]
+    # the same package as a source tree: egg-info beside it is not an install
+    (info / "RECORD").unlink()
+    (info / "METADATA").unlink()
+    info.rmdir()
+    (site / "qwen4exp.egg-info").mkdir()
+    (site / "qwen4exp.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: qwen4exp\nVersion: 9.9.9\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "qwen4exp"\nversion = "1.2.3"\n')
+    run = subprocess.run([sys.executable, "-I", "-c", code, str(decoy), str(site)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1.2.3"]

@@ -25,7 +25,14 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
+if __name__ == "__main__":
+    # Run as a script from a source tree: use its build. Imported (the tests
+    # load it), leave sys.path alone, so that the caller's qwen4exp stays the
+    # one every later import and metadata lookup finds.
+    import importlib.util
+
+    if importlib.util.find_spec("qwen4exp") is None:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
 import numpy as np  # noqa: E402
 

@@ -1,10 +1,11 @@
 """The package version: the installed distribution's metadata, else pyproject.toml.
 
-`importlib.metadata` knows the version of the *installed* qwen4exp. A source
-tree on PYTHONPATH (the developer setup in README.md) may sit beside a
-different installed copy, so the metadata is only trusted when it describes
-the files this module was imported from; otherwise the version is read from
-the tree's pyproject.toml.
+`importlib.metadata` knows the version of the *installed* qwen4exp. Only the
+metadata in the folder this package was imported from is read: the first
+`qwen4exp` on `sys.path` may be another copy (a source tree's
+`src/qwen4exp.egg-info` once something put `src/` first), and that copy's
+version says nothing about these files. A source tree (PYTHONPATH=src, or an
+editable install whose metadata lives elsewhere) reads its pyproject.toml.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ _PYPROJECT = os.path.join(_HERE, os.pardir, os.pardir, "pyproject.toml")
 
 
 def _installed() -> str | None:
-    try:
-        dist = metadata.distribution("qwen4exp")
-    except metadata.PackageNotFoundError:
-        return None
-    installed_init = os.path.realpath(str(dist.locate_file(os.path.join("qwen4exp", "__init__.py"))))
-    if installed_init != os.path.join(_HERE, "__init__.py"):
-        return None  # another copy is installed; this one is a source tree
-    return dist.version
+    here = os.path.join(_HERE, "__init__.py")
+    for dist in metadata.distributions(name="qwen4exp", path=[os.path.dirname(_HERE)]):
+        if dist.read_text("RECORD") is None:
+            continue  # no install record: a source tree's build leftovers (qwen4exp.egg-info)
+        if os.path.realpath(str(dist.locate_file(os.path.join("qwen4exp", "__init__.py")))) == here:
+            return dist.version
+    return None  # no metadata beside this copy: a source tree
 
 
 def _source_tree() -> str | None:
