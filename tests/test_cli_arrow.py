@@ -184,3 +184,29 @@ def test_plain_text_records_never_take_the_per_record_path(tok, hf_plain, texts)
     assert [flat[offsets[k]:offsets[k + 1]].tolist() for k in range(400)] == want
     assert lengths.tolist() == [len(x) for x in want] and total == sum(map(len, want))
     assert chunk.nbytes == sum(len(t.encode()) for t in texts[:400])
+
+
+@pytest.mark.parametrize("out", ["out.parquet", "out.jsonl"])
+def test_text_batch_does_not_import_pandas(tmp_path, out):
+    """pyarrow imports pandas on the first pa.array(numpy) or Array.to_numpy,
+    a quarter of a second per process: a text batch job builds and reads its
+    Arrow arrays over buffers instead, so pandas is never loaded (the rows
+    have a Unicode text, an empty one and a chat, so every path runs)."""
+    import subprocess
+    import sys
+
+    from helpers import cli_env
+
+    src = tmp_path / "in.jsonl"
+    rows = [{"text": "héllo wörld " * 50}, {"text": ""}, {"messages": [{"role": "user", "content": "hi"}]}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows * 20), encoding="utf-8")
+    code = ("import runpy, sys\n"
+            "sys.argv = ['qwen4exp', 'batch', sys.argv[1], sys.argv[2], '--threads', '2', '-q']\n"
+            "try:\n    runpy.run_module('qwen4exp', run_name='__main__')\n"
+            "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas')[:3])\n")
+    run = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / out)],
+                         capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[-2] == "[]"
+    assert (tmp_path / out).stat().st_size > 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ._arrow import encode_string_arrays, invalid_utf8_rows, join_id_arrays
 from .errors import TextEncodingError, surrogate_error
 
-__all__ = ["encode_arrow", "id_lists", "list_array", "invalid_rows", "need_pyarrow"]
+__all__ = ["encode_arrow", "id_lists", "int_array", "list_array", "list_numpy", "invalid_rows", "need_pyarrow"]
 
 
 def need_pyarrow(where: str):
@@ -96,15 +96,44 @@ def encode_arrow(native, strings, num_threads: int):
 
 
 def list_array(pa, offsets, values, validity=None, null_count: int = 0):
-    """A list<int32> array over numpy int32 offsets and values (and a validity
-    bitmap from bit 0, or None): the buffers are used as they are."""
+    """A list<int32> array over int32 offsets and values (numpy arrays or
+    sequences; and a validity bitmap from bit 0, or None): contiguous int32
+    numpy buffers are used as they are."""
+    import numpy as np
+
+    offsets = np.ascontiguousarray(offsets, dtype=np.int32)
     return pa.Array.from_buffers(
         pa.list_(pa.int32()),
         len(offsets) - 1,
         [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets)],
         null_count=null_count if validity is not None else 0,
-        children=[pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)], null_count=0)],
+        children=[int_array(pa, values, pa.int32())],
     )
+
+
+def int_array(pa, values, kind):
+    """An integer Arrow array (`kind`: pa.int32() or pa.int64()) without nulls
+    over a numpy array's buffer, made contiguous and of that width first.
+    pa.array(numpy array) would do it too, but imports pandas to look for
+    pandas objects first (a quarter of a second, once per process)."""
+    import numpy as np
+
+    values = np.ascontiguousarray(values, dtype=np.int64 if kind == pa.int64() else np.int32)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)], null_count=0)
+
+
+def list_numpy(ids):
+    """(offsets, values) of a list<int32> Array as numpy int32 views of its
+    buffers: offsets index values, as in Arrow. Read from the buffers rather
+    than with Array.to_numpy, which imports pandas (a quarter of a second
+    that a batch job would pay once)."""
+    import numpy as np
+
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32, count=len(ids) + 1, offset=4 * ids.offset)
+    child = ids.values
+    values = np.frombuffer(child.buffers()[1], dtype=np.int32, count=len(child), offset=4 * child.offset) \
+        if len(child) else np.zeros(0, dtype=np.int32)
+    return offsets, values
 
 
 def id_lists(ids):

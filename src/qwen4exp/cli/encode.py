@@ -251,27 +251,39 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
 # -- both ----------------------------------------------------------------------------
 
 
+def _text_bytes(chunk) -> int:
+    """UTF-8 bytes of a string array without nulls: its offsets' span."""
+    if not len(chunk):
+        return 0
+    import pyarrow as pa
+
+    width, kind = (8, np.int64) if pa.types.is_large_string(chunk.type) else (4, np.int32)
+    ends = np.frombuffer(chunk.buffers()[1], dtype=kind, count=len(chunk) + 1, offset=width * chunk.offset)
+    return int(ends[-1] - ends[0])
+
+
 def _joined(tok, threads, index: np.ndarray, texts, rest: EncodedChunk) -> EncodedChunk:
     """The chunk of the texts' ids (records `index`, encoded with encode_arrow)
     and of `rest` (the per-record path's), in input order."""
     if texts is None or not len(index):
         return rest
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from ..arrow import int_array, list_array, list_numpy
 
     ids = tok.encode_arrow(texts, num_threads=threads)
-    nbytes = int(pc.sum(pc.binary_length(texts)).as_py() or 0)
+    nbytes = sum(_text_bytes(chunk) for chunk in texts.chunks)
     arrays = list(ids.chunks)
     if rest.columns is not None:
         r_index, _, r_flat, r_offsets, _ = rest.columns
-        arrays.append(pa.ListArray.from_arrays(pa.array(r_offsets, pa.int32()), pa.array(r_flat, pa.int32())))
+        arrays.append(list_array(pa, r_offsets, r_flat))
         index = np.concatenate([index, r_index])
     ids = pa.concat_arrays(arrays) if len(arrays) != 1 else arrays[0]
     order = np.argsort(index, kind="stable")
     if len(arrays) > 1 and (order != np.arange(len(order))).any():
-        ids, index = ids.take(pa.array(order)), index[order]
-    offsets = ids.offsets.to_numpy()
-    flat = ids.values.to_numpy()[offsets[0]:offsets[-1]]
+        ids, index = ids.take(int_array(pa, order, pa.int64())), index[order]
+    offsets, flat = list_numpy(ids)
+    flat = flat[offsets[0]:offsets[-1]]
     offsets = (offsets - offsets[0]).astype(np.int32, copy=False)
     total = int(offsets[-1])
     if total > 2**31 - 1:

@@ -20,6 +20,7 @@ import stat
 import numpy as np
 
 from .._files import kind_of
+from ..arrow import int_array, list_array
 from .common import InputError, OutputError, UsageError, need_module
 
 __all__ = ["Sink", "ErrorsFile", "write_errors", "check_paths", "same_file", "flatten", "output_target"]
@@ -124,8 +125,8 @@ class Sink:
             pa = self._pa
             if self._writer is None:
                 self._open_writer(kept)
-            ids = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
-            columns = [pa.array(index, pa.int64()), ids, pa.array(lengths, pa.int32())]
+            ids = list_array(pa, offsets, flat)
+            columns = [int_array(pa, index, pa.int64()), ids, int_array(pa, lengths, pa.int32())]
             if extra:
                 columns += extra.arrays(pa, offsets, masks, kept)
             self._writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
