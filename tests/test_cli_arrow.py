@@ -186,8 +186,9 @@ def test_plain_text_records_never_take_the_per_record_path(tok, hf_plain, texts)
     assert chunk.nbytes == sum(len(t.encode()) for t in texts[:400])
 
 
-@pytest.mark.parametrize("out", ["out.parquet", "out.jsonl"])
-def test_text_batch_does_not_import_pandas(tmp_path, out):
+@pytest.mark.parametrize("source,out", [("in.jsonl", "out.parquet"), ("in.jsonl", "out.jsonl"),
+                                        ("in.parquet", "out.parquet")])
+def test_text_batch_does_not_import_pandas(tmp_path, source, out):
     """pyarrow imports pandas on the first pa.array(numpy) or Array.to_numpy,
     a quarter of a second per process: a text batch job builds and reads its
     Arrow arrays over buffers instead, so pandas is never loaded (the rows
@@ -197,9 +198,14 @@ def test_text_batch_does_not_import_pandas(tmp_path, out):
 
     from helpers import cli_env
 
-    src = tmp_path / "in.jsonl"
+    src = tmp_path / source
     rows = [{"text": "héllo wörld " * 50}, {"text": ""}, {"messages": [{"role": "user", "content": "hi"}]}]
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows * 20), encoding="utf-8")
+    if source.endswith(".jsonl"):
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows * 20), encoding="utf-8")
+    else:
+        texts = [r.get("text") for r in rows] * 20
+        chats = [None if "text" in r else json.dumps(r["messages"]) for r in rows] * 20
+        pq.write_table(pa.table({"text": pa.array(texts, pa.string()), "messages": pa.array(chats, pa.string())}), src)
     code = ("import runpy, sys\n"
             "sys.argv = ['qwen4exp', 'batch', sys.argv[1], sys.argv[2], '--threads', '2', '-q']\n"
             "try:\n    runpy.run_module('qwen4exp', run_name='__main__')\n"

@@ -179,3 +179,27 @@ def test_invalid_rows_are_listed_over_chunks():
     chunked = pa.chunked_array([pa.array(["ok", None]), bad, _with_bad_row(good[:3], b"\xc3", 0)])
     assert invalid_rows(chunked).tolist() == [2 + 4, 2 + len(bad)]
     assert invalid_rows(pa.array(["fine", None])).tolist() == []
+
+
+def test_buffer_helpers_match_pyarrow():
+    """The buffer readers the batch job uses instead of pa.array / to_numpy
+    (arrow.py) agree with pyarrow's own conversions, on sliced arrays whose
+    bitmaps start mid-byte and on chunked arrays with an empty chunk."""
+    import numpy as np
+
+    from qwen4exp.arrow import bool_array, int_array, list_array, list_numpy, valid_numpy
+
+    a = pa.array(["a", None, "b", None, "c", "d", None, "e", "f", "g"] * 3)
+    for off in range(12):
+        s = a.slice(off, 13)
+        assert valid_numpy(s).tolist() == [x is not None for x in s.to_pylist()]
+    ch = pa.chunked_array([a.slice(3, 5), a.slice(1, 9), pa.array([], pa.string())])
+    assert valid_numpy(ch).tolist() == [x is not None for x in ch.to_pylist()]
+    mask = np.arange(37) % 3 == 1
+    assert bool_array(pa, mask).to_pylist() == mask.tolist()
+    assert int_array(pa, np.arange(5)[::2], pa.int64()).to_pylist() == [0, 2, 4]
+    lists = list_array(pa, np.array([0, 2, 2, 5]), np.array([7, 8, 9, 10, 11]))
+    assert lists.to_pylist() == [[7, 8], [], [9, 10, 11]]
+    for piece in (lists, lists.slice(1), lists.slice(2, 1), pa.array([[1], [2, 3], [4, 5, 6]], pa.list_(pa.int32())).slice(1)):
+        offsets, values = list_numpy(piece)
+        assert [values[offsets[k]:offsets[k + 1]].tolist() for k in range(len(piece))] == piece.to_pylist()

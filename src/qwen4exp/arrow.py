@@ -13,7 +13,8 @@ from __future__ import annotations
 from ._arrow import encode_string_arrays, invalid_utf8_rows, join_id_arrays
 from .errors import TextEncodingError, surrogate_error
 
-__all__ = ["encode_arrow", "id_lists", "int_array", "list_array", "list_numpy", "invalid_rows", "need_pyarrow"]
+__all__ = ["encode_arrow", "id_lists", "bool_array", "int_array", "list_array", "list_numpy", "valid_numpy",
+           "invalid_rows", "need_pyarrow"]
 
 
 def need_pyarrow(where: str):
@@ -120,6 +121,32 @@ def int_array(pa, values, kind):
 
     values = np.ascontiguousarray(values, dtype=np.int64 if kind == pa.int64() else np.int32)
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)], null_count=0)
+
+
+def bool_array(pa, mask):
+    """A boolean Arrow array without nulls of a numpy bool array (a filter
+    mask), its bits packed here (see int_array for why not pa.array)."""
+    import numpy as np
+
+    mask = np.asarray(mask, dtype=bool)
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))],
+                                 null_count=0)
+
+
+def valid_numpy(column):
+    """Which rows of an Array or ChunkedArray are not null, as a numpy bool
+    array read from the validity bitmaps (see list_numpy for why)."""
+    import numpy as np
+
+    chunks = getattr(column, "chunks", None)
+    parts = []
+    for a in (column,) if chunks is None else chunks:
+        if not a.null_count:
+            parts.append(np.ones(len(a), dtype=bool))
+            continue
+        bits = np.frombuffer(a.buffers()[0], dtype=np.uint8)
+        parts.append(np.unpackbits(bits, bitorder="little")[a.offset:a.offset + len(a)].astype(bool))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def list_numpy(ids):

@@ -199,18 +199,16 @@ def _drop(rows: np.ndarray, texts, slow: np.ndarray):
     UTF-8 (Arrow holds any bytes), which are marked slow."""
     import pyarrow as pa
 
-    from ..arrow import invalid_rows
+    from ..arrow import bool_array, invalid_rows, valid_numpy
 
-    bad = np.zeros(len(rows), dtype=bool)
-    if texts.null_count:
-        bad |= texts.is_null().to_numpy(zero_copy_only=False)
+    bad = ~valid_numpy(texts)
     invalid = invalid_rows(texts)
     if len(invalid):
         bad[invalid] = True
     if not bad.any():
         return rows, texts
     slow[rows[bad]] = True
-    return rows[~bad], texts.filter(pa.array(~bad))
+    return rows[~bad], texts.filter(bool_array(pa, ~bad))
 
 
 # -- Parquet batches -----------------------------------------------------------------
@@ -226,22 +224,21 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
             or not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type))):
         records, failures = records_of_batch(batch, first, rows.options)
         return encode_chunk(tok, records, threads, failures, masks)
-    import pyarrow.compute as pc
+    from ..arrow import bool_array, valid_numpy
 
-    fast = text.is_valid()
+    fast = valid_numpy(text)
     if "messages" in names:
-        fast = pc.and_(fast, batch.column("messages").is_null())
-    fast = fast.to_numpy(zero_copy_only=False)
+        fast &= ~valid_numpy(batch.column("messages"))
     slow = ~fast
     fast_rows = np.flatnonzero(fast)
     texts = None
     if len(fast_rows):
-        texts = pa.chunked_array([text.filter(pa.array(fast))])
+        texts = pa.chunked_array([text.filter(bool_array(pa, fast))])
         fast_rows, texts = _drop(fast_rows, texts, slow)
     slow_rows = np.flatnonzero(slow)
     records, failures = [], []
     if len(slow_rows):
-        records, failures = records_of_batch(batch.filter(pa.array(slow)), 0, rows.options)
+        records, failures = records_of_batch(batch.filter(bool_array(pa, slow)), 0, rows.options)
         for x in (*records, *failures):
             x.index = first + int(slow_rows[x.index])
     rest = encode_chunk(tok, records, threads, failures, masks)
