@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import Qwen4ExpError
+from ..errors import Qwen4ExpError, TextEncodingError
 from .blocks import Block, Rows
 from .columns import kept_of, mask_arrays
 from .common import InputError
@@ -118,7 +118,7 @@ def _have_pyarrow() -> bool:
 
 def encode_block(tok, block: Block, threads, masks: bool) -> EncodedChunk:
     slow = np.ones(len(block), dtype=bool)
-    texts, fast = None, np.zeros(0, dtype=np.int64)
+    encoded, fast = None, np.zeros(0, dtype=np.int64)
     if not masks and not block.options.keep and len(block) and _have_pyarrow():
         slow = block.slow.copy()
         fast, chunks = _read_texts(block, np.flatnonzero(~slow))
@@ -128,7 +128,7 @@ def encode_block(tok, block: Block, threads, masks: bool) -> EncodedChunk:
             import pyarrow as pa
 
             texts = pa.chunked_array(chunks, type=pa.large_string())
-            fast, texts = _drop(fast, texts, slow)
+            fast, encoded = _encode_texts(tok, threads, fast, texts, slow)
     records, failures = [], []
     for k in np.flatnonzero(slow).tolist():
         try:
@@ -136,7 +136,7 @@ def encode_block(tok, block: Block, threads, masks: bool) -> EncodedChunk:
         except Exception as exc:  # noqa: BLE001 - classified by failure_of
             failures.append(failure_of(exc, block.first_index + k, int(block.lines[k])))
     rest = encode_chunk(tok, records, threads, failures, masks)
-    return _joined(tok, threads, block.first_index + fast, texts, rest)
+    return _joined(tok, threads, block.first_index + fast, encoded, rest)
 
 
 def _read_texts(block: Block, rows: np.ndarray):
@@ -194,21 +194,29 @@ def _read_texts(block: Block, rows: np.ndarray):
     return np.concatenate(done_rows), done_chunks
 
 
-def _drop(rows: np.ndarray, texts, slow: np.ndarray):
-    """rows and texts without the null texts and those that are not valid
-    UTF-8 (Arrow holds any bytes), which are marked slow."""
+def _encode_texts(tok, threads, rows: np.ndarray, texts, slow: np.ndarray):
+    """(rows, (their ids, their UTF-8 bytes)) of the texts of `rows`, encoded
+    with encode_arrow; null texts and those that are not valid UTF-8 (Arrow
+    holds any bytes) are marked slow instead, for the per-record path to
+    report. encode_arrow checks UTF-8 as it goes, so the texts are scanned
+    for bad rows only after it refused one."""
     import pyarrow as pa
 
     from ..arrow import bool_array, invalid_rows, valid_numpy
 
     bad = ~valid_numpy(texts)
-    invalid = invalid_rows(texts)
-    if len(invalid):
-        bad[invalid] = True
-    if not bad.any():
-        return rows, texts
-    slow[rows[bad]] = True
-    return rows[~bad], texts.filter(bool_array(pa, ~bad))
+    if bad.any():
+        slow[rows[bad]] = True
+        rows, texts = rows[~bad], texts.filter(bool_array(pa, ~bad))
+    try:
+        ids = tok.encode_arrow(texts, num_threads=threads)
+    except TextEncodingError:
+        bad = np.zeros(len(rows), dtype=bool)
+        bad[invalid_rows(texts)] = True
+        slow[rows[bad]] = True
+        rows, texts = rows[~bad], texts.filter(bool_array(pa, ~bad))
+        ids = tok.encode_arrow(texts, num_threads=threads)
+    return rows, (ids, sum(_text_bytes(chunk) for chunk in texts.chunks))
 
 
 # -- Parquet batches -----------------------------------------------------------------
@@ -231,10 +239,10 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
         fast &= ~valid_numpy(batch.column("messages"))
     slow = ~fast
     fast_rows = np.flatnonzero(fast)
-    texts = None
+    encoded = None
     if len(fast_rows):
         texts = pa.chunked_array([text.filter(bool_array(pa, fast))])
-        fast_rows, texts = _drop(fast_rows, texts, slow)
+        fast_rows, encoded = _encode_texts(tok, threads, fast_rows, texts, slow)
     slow_rows = np.flatnonzero(slow)
     records, failures = [], []
     if len(slow_rows):
@@ -242,7 +250,7 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
         for x in (*records, *failures):
             x.index = first + int(slow_rows[x.index])
     rest = encode_chunk(tok, records, threads, failures, masks)
-    return _joined(tok, threads, first + fast_rows, texts, rest)
+    return _joined(tok, threads, first + fast_rows, encoded, rest)
 
 
 # -- both ----------------------------------------------------------------------------
@@ -259,17 +267,17 @@ def _text_bytes(chunk) -> int:
     return int(ends[-1] - ends[0])
 
 
-def _joined(tok, threads, index: np.ndarray, texts, rest: EncodedChunk) -> EncodedChunk:
-    """The chunk of the texts' ids (records `index`, encoded with encode_arrow)
-    and of `rest` (the per-record path's), in input order."""
-    if texts is None or not len(index):
+def _joined(tok, threads, index: np.ndarray, encoded, rest: EncodedChunk) -> EncodedChunk:
+    """The chunk of the texts' ids (records `index`; `encoded`: their ids and
+    bytes from _encode_texts) and of `rest` (the per-record path's), in input
+    order."""
+    if encoded is None or not len(index):
         return rest
     import pyarrow as pa
 
     from ..arrow import int_array, list_array, list_numpy
 
-    ids = tok.encode_arrow(texts, num_threads=threads)
-    nbytes = sum(_text_bytes(chunk) for chunk in texts.chunks)
+    ids, nbytes = encoded
     arrays = list(ids.chunks)
     if rest.columns is not None:
         r_index, _, r_flat, r_offsets, _ = rest.columns
