@@ -4,6 +4,38 @@ from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The end of the run of ASCII bytes from i: 32 bytes at a time (SSE2),
+       then a word, then a byte at a time. */
+    static inline Py_ssize_t q4_ascii_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
+    #if defined(__SSE2__)
+        while (i + 32 <= n) {
+            __m128i a = _mm_loadu_si128((const __m128i *) (s + i));
+            __m128i b = _mm_loadu_si128((const __m128i *) (s + i + 16));
+            if (_mm_movemask_epi8(_mm_or_si128(a, b)))
+                break;
+            i += 32;
+        }
+    #endif
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        while (i < n && s[i] < 0x80)
+            i++;
+        return i;
+    }
+    """
+    Py_ssize_t _ascii_end "q4_ascii_end" (const uint8_t *s, Py_ssize_t i, Py_ssize_t n) nogil
+
+
 cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil:
     """Offset of the first byte that starts no valid UTF-8 sequence, or -1.
 
@@ -11,17 +43,11 @@ cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil:
     U+10FFFF, as Python's strict codec does.
     """
     cdef Py_ssize_t i = 0
-    cdef uint64_t word
     cdef uint8_t b, b1
     while i < n:
-        if i + 8 <= n:
-            memcpy(&word, s + i, 8)
-            if (word & 0x8080808080808080ULL) == 0:
-                i += 8
-                continue
         b = s[i]
         if b < 0x80:
-            i += 1
+            i = _ascii_end(s, i + 1, n)
         elif b < 0xC2:
             return i
         elif b < 0xE0:

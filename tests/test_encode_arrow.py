@@ -203,3 +203,34 @@ def test_buffer_helpers_match_pyarrow():
     for piece in (lists, lists.slice(1), lists.slice(2, 1), pa.array([[1], [2, 3], [4, 5, 6]], pa.list_(pa.int32())).slice(1)):
         offsets, values = list_numpy(piece)
         assert [values[offsets[k]:offsets[k + 1]].tolist() for k in range(len(piece))] == piece.to_pylist()
+
+
+def test_utf8_check_agrees_with_the_strict_codec_on_every_lead_and_second_byte():
+    """The native UTF-8 check (rows refused by encode_arrow) against Python's
+    strict decoder: every 1- and 2-byte string, every 3- and 4-byte lead with
+    every second byte and the later bytes from each byte class, each between
+    runs of ASCII of varied lengths, so sequences fall at every position of
+    the 32- and 8-byte ASCII scans."""
+    import itertools
+
+    import numpy as np
+
+    from qwen4exp.arrow import invalid_rows
+
+    edges = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF0, 0xFF)
+    seqs = [bytes([a]) for a in range(256)] + [bytes([a, b]) for a in range(256) for b in range(256)]
+    seqs += [bytes([a, b, c]) for a in range(0xE0, 0x100) for b in range(256) for c in edges]
+    seqs += [bytes([a, b, c, d]) for a in range(0xF0, 0x100) for b in range(256) for c, d in
+             itertools.product(edges, repeat=2)]
+    rows = [b"a" * (k % 41) + s + b"b" * ((7 * k) % 37) for k, s in enumerate(seqs)]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(r) for r in rows])
+    array = pa.Array.from_buffers(pa.large_string(), len(rows),
+                                  [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(rows))])
+    want = []
+    for k, r in enumerate(rows):
+        try:
+            r.decode("utf-8")
+        except UnicodeDecodeError:
+            want.append(k)
+    assert invalid_rows(array).tolist() == want
