@@ -107,19 +107,30 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
                  check=None) -> Stats:
     """Encode every chunk of `source` on `engine` and write it to `sink`, in
     order; `check()`, when given, runs after each chunk (StopSignals.check).
-    Does not commit: the caller commits or discards the sink."""
+    Writes run on a thread of their own, one at a time, so that reading the
+    next chunk overlaps writing the last (pyarrow's Parquet writer and the
+    native JSONL writer release the GIL); a write's error comes out here, and
+    no write is left running when this returns or raises. Does not commit:
+    the caller commits or discards the sink."""
+    from concurrent.futures import ThreadPoolExecutor
+
     stats = Stats()
     t0 = time.perf_counter()
     pending = deque()  # (handle, units consumed, parse failures), oldest first
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qwen4exp-write")
+    writing = None  # the write in flight
 
     def finish(handle, consumed, parse_failures):
+        nonlocal writing
         chunk = handle.result()
         for f in chunk.failures:
             on_failure(f)
         stats.failures.extend(sorted(parse_failures + chunk.failures, key=lambda f: f.index))
         if chunk.columns is not None:
             index, lengths, flat, offsets, total = chunk.columns
-            sink.write(index, lengths, flat, offsets, chunk.ids, chunk.masks, chunk.kept)
+            if writing is not None:
+                writing.result()
+            writing = writer.submit(sink.write, index, lengths, flat, offsets, chunk.ids, chunk.masks, chunk.kept)
             stats.tokens += total
         stats.ok += 0 if chunk.columns is None else len(chunk.columns[0])
         stats.bytes += chunk.nbytes
@@ -127,12 +138,17 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
         if check is not None:
             check()
 
-    for records, parse_failures, consumed in source.chunks(chunk_records, chunk_bytes, on_failure):
-        pending.append((engine.submit(records), consumed, parse_failures))
-        while len(pending) >= engine.window:
+    try:
+        for records, parse_failures, consumed in source.chunks(chunk_records, chunk_bytes, on_failure):
+            pending.append((engine.submit(records), consumed, parse_failures))
+            while len(pending) >= engine.window:
+                finish(*pending.popleft())
+        while pending:
             finish(*pending.popleft())
-    while pending:
-        finish(*pending.popleft())
+        if writing is not None:
+            writing.result()
+    finally:
+        writer.shutdown(wait=True)
     stats.seconds = time.perf_counter() - t0
     return stats
 
