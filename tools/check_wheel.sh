@@ -11,7 +11,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 python3 -m pip wheel --no-deps -q -w "$tmp/dist" .
 python3 -m venv --system-site-packages "$tmp/venv"
-"$tmp/venv/bin/python" -m pip install --no-deps --no-index -q "$tmp"/dist/qwen4exp-*.whl
+# --ignore-installed: CI has just installed the same version into the system
+# Python, which this venv sees; pip would call the wheel satisfied and skip it.
+"$tmp/venv/bin/python" -m pip install --no-deps --no-index --ignore-installed -q "$tmp"/dist/qwen4exp-*.whl
 
 cd "$tmp"  # nothing of the source tree on the path
 "$tmp/venv/bin/python" - "$tmp/venv" "$tmp"/dist/qwen4exp-*.whl <<'EOF'
