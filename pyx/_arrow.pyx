@@ -58,6 +58,7 @@ cdef struct Job:
     void *tok               # the NativeTokenizer (the caller holds it)
     Column *columns
     Task *tasks
+    Py_ssize_t count        # tasks
     Stream *streams
 
 
@@ -102,9 +103,34 @@ cdef int encode_rows(void *ctx, Worker *w, Stream *st) noexcept nogil:
     return RC_OK
 
 
-cdef bint out_of_memory(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
-    """The convert callback: the ids stay in the stream until every task is done."""
-    return st.rc == RC_NO_MEMORY
+cdef bint finish_when_done(void *ctx, Stream *st, list results, Py_ssize_t k) except -1:
+    """The convert callback, called for each task in order as it is done (the
+    helpers meanwhile encode the next ones): after a column's last task, when
+    every task of the column succeeded and its ids fit int32 offsets, its
+    values array is made and filled (finish_column) and kept in results[k],
+    so that only the last column is joined after the run. Returns whether
+    the task ran out of memory."""
+    cdef Job *job = <Job *> ctx
+    cdef const Task *tasks = job.tasks
+    cdef Py_ssize_t column = tasks[k].column, first = k, total = 0, t
+    cdef cnp.ndarray values
+    if st.rc == RC_NO_MEMORY:
+        return True
+    if k + 1 < job.count and tasks[k + 1].column == column:
+        return False  # not the column's last task
+    while first > 0 and tasks[first - 1].column == column:
+        first -= 1
+    for t in range(first, k + 1):
+        if job.streams[t].rc != RC_OK:
+            return False  # the caller reports it
+        total += job.streams[t].ids.len
+    if total > INT32_MAX:
+        return False  # the caller reports it
+    values = np.empty(total, dtype=np.int32)
+    with nogil:
+        finish_column(&job.columns[column], job.streams, tasks, first, k + 1, <int32_t *> cnp.PyArray_DATA(values))
+    results[k] = values
+    return False
 
 
 cdef Py_ssize_t plan_tasks(Column *columns, Py_ssize_t ncols, Task **tasks_out) noexcept nogil:
@@ -283,7 +309,9 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
             job.columns = columns
             job.tasks = tasks
             job.streams = streams
-            tok.run_jobs(streams, count, num_threads, encode_rows, out_of_memory, <void *> &job, CHECK_EVERY)
+            job.count = count
+            finished = tok.run_jobs(streams, count, num_threads, encode_rows, finish_when_done, <void *> &job,
+                                    CHECK_EVERY)
             for t in range(count):
                 if streams[t].rc == RC_GEOMETRY:
                     return None, (tasks[t].column, streams[t].bad, streams[t].geo.offset)
@@ -297,11 +325,14 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
             while t < count and tasks[t].column == k:
                 total += streams[t].ids.len
                 t += 1
-            if total > INT32_MAX:
-                raise ValueError(f"array {k}: more than 2**31 - 1 ids in one array; cut it into smaller chunks")
-            values = np.empty(total, dtype=np.int32)
-            with nogil:
-                finish_column(&columns[k], streams, tasks, first, t, <int32_t *> cnp.PyArray_DATA(values))
+            if t > first and finished[t - 1] is not None:
+                values = finished[t - 1]  # joined during the run (finish_when_done)
+            else:
+                if total > INT32_MAX:
+                    raise ValueError(f"array {k}: more than 2**31 - 1 ids in one array; cut it into smaller chunks")
+                values = np.empty(total, dtype=np.int32)
+                with nogil:
+                    finish_column(&columns[k], streams, tasks, first, t, <int32_t *> cnp.PyArray_DATA(values))
             results.append((out_valid[k], out_offsets[k], values))
         return results, None
     finally:

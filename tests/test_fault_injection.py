@@ -94,6 +94,14 @@ def _call_chat(tok):
     return tok.encode_chat(CHATS[0]).tolist()
 
 
+def _call_arrow(tok):
+    import pyarrow as pa
+
+    # three chunks, so that columns are joined while later ones are encoded
+    chunks = [pa.array(t, pa.large_string()) for t in (TEXTS[:2], TEXTS[2:4] + [None], TEXTS[4:] * 40)]
+    return tok.encode_arrow(pa.chunked_array(chunks, pa.large_string()), num_threads=2).to_pylist()
+
+
 CALLS = {
     "encode_non_nfc": _call_encode_nfc,
     "encode_nfc_parts": _call_encode_nfc_parts,
@@ -104,6 +112,7 @@ CALLS = {
     "encode_batch_2_threads": _call_batch,
     "encode_chats_2_threads": _call_chats,
     "encode_chat": _call_chat,
+    "encode_arrow_2_threads": _call_arrow,
 }
 
 
