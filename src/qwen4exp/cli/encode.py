@@ -136,7 +136,7 @@ def encode_block(tok, block: Block, threads, masks: bool) -> EncodedChunk:
         except Exception as exc:  # noqa: BLE001 - classified by failure_of
             failures.append(failure_of(exc, block.first_index + k, int(block.lines[k])))
     rest = encode_chunk(tok, records, threads, failures, masks)
-    return _joined(tok, threads, block.first_index + fast, encoded, rest)
+    return _joined(block.first_index + fast, encoded, rest)
 
 
 def _read_texts(block: Block, rows: np.ndarray):
@@ -204,17 +204,19 @@ def _encode_texts(tok, threads, rows: np.ndarray, texts, slow: np.ndarray):
 
     from ..arrow import bool_array, invalid_rows, valid_numpy
 
+    def without(bad):
+        slow[rows[bad]] = True
+        return rows[~bad], texts.filter(bool_array(pa, ~bad))
+
     bad = ~valid_numpy(texts)
     if bad.any():
-        slow[rows[bad]] = True
-        rows, texts = rows[~bad], texts.filter(bool_array(pa, ~bad))
+        rows, texts = without(bad)
     try:
         ids = tok.encode_arrow(texts, num_threads=threads)
     except TextEncodingError:
         bad = np.zeros(len(rows), dtype=bool)
         bad[invalid_rows(texts)] = True
-        slow[rows[bad]] = True
-        rows, texts = rows[~bad], texts.filter(bool_array(pa, ~bad))
+        rows, texts = without(bad)
         ids = tok.encode_arrow(texts, num_threads=threads)
     return rows, (ids, sum(_text_bytes(chunk) for chunk in texts.chunks))
 
@@ -250,7 +252,7 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
         for x in (*records, *failures):
             x.index = first + int(slow_rows[x.index])
     rest = encode_chunk(tok, records, threads, failures, masks)
-    return _joined(tok, threads, first + fast_rows, encoded, rest)
+    return _joined(first + fast_rows, encoded, rest)
 
 
 # -- both ----------------------------------------------------------------------------
@@ -267,7 +269,7 @@ def _text_bytes(chunk) -> int:
     return int(ends[-1] - ends[0])
 
 
-def _joined(tok, threads, index: np.ndarray, encoded, rest: EncodedChunk) -> EncodedChunk:
+def _joined(index: np.ndarray, encoded, rest: EncodedChunk) -> EncodedChunk:
     """The chunk of the texts' ids (records `index`; `encoded`: their ids and
     bytes from _encode_texts) and of `rest` (the per-record path's), in input
     order."""
