@@ -107,9 +107,9 @@ cdef bint finish_when_done(void *ctx, Stream *st, list results, Py_ssize_t k) ex
     """The convert callback, called for each task in order as it is done (the
     helpers meanwhile encode the next ones): after a column's last task, when
     every task of the column succeeded and its ids fit int32 offsets, its
-    values array is made and filled (finish_column) and kept in results[k],
-    so that only the last column is joined after the run. Returns whether
-    the task ran out of memory."""
+    values array is made and filled (finish_column) and kept in results[k];
+    the caller takes it from there. Returns whether the task ran out of
+    memory."""
     cdef Job *job = <Job *> ctx
     cdef const Task *tasks = job.tasks
     cdef Py_ssize_t column = tasks[k].column, first = k, total = 0, t
@@ -272,7 +272,7 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
     fit int32 offsets; MemoryError when out of memory."""
     cdef OpenArrays opened = OpenArrays(arrays)
     cdef Column *columns = opened.columns
-    cdef Py_ssize_t ncols = opened.n, k, count = 0, t, first, total
+    cdef Py_ssize_t ncols = opened.n, k, count = 0, t, first
     cdef Task *tasks = NULL
     cdef Stream *streams = NULL
     cdef Job job
@@ -300,6 +300,7 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
         raise MemoryError("out of memory preparing Arrow arrays")
     if count < -1:
         raise ValueError(f"array {-2 - count}: a row's offsets lie outside its data buffer")
+    finished = None  # per task: its column's values once the column is joined (finish_when_done)
     try:
         if count:
             streams = new_streams(count)
@@ -321,18 +322,15 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
         results = []
         t = 0
         for k in range(ncols):
-            first, total = t, 0
+            first = t
             while t < count and tasks[t].column == k:
-                total += streams[t].ids.len
                 t += 1
-            if t > first and finished[t - 1] is not None:
-                values = finished[t - 1]  # joined during the run (finish_when_done)
+            if t == first:  # no rows: no task
+                values = np.empty(0, dtype=np.int32)
             else:
-                if total > INT32_MAX:
+                values = finished[t - 1]  # joined during the run (finish_when_done)
+                if values is None:  # every task succeeded (checked above): too many ids to join
                     raise ValueError(f"array {k}: more than 2**31 - 1 ids in one array; cut it into smaller chunks")
-                values = np.empty(total, dtype=np.int32)
-                with nogil:
-                    finish_column(&columns[k], streams, tasks, first, t, <int32_t *> cnp.PyArray_DATA(values))
             results.append((out_valid[k], out_offsets[k], values))
         return results, None
     finally:
