@@ -125,26 +125,46 @@ cdef void cache_free(PieceCache *c) noexcept nogil:
     memset(c, 0, sizeof(PieceCache))
 
 
+cdef enum:
+    ROOM = 0                # store the piece
+    NO_ROOM = 1             # skip it: the cache grows at the next chunk
+    EMPTY_FIRST = 2         # empty the table, then store it
+
+
+cdef inline int room_for(PieceCache *c, Py_ssize_t count, Py_ssize_t limit, uint64_t mask,
+                         bint out_of_space) noexcept nogil:
+    """What a store does with one of the tables (count entries of at most
+    limit, mask + 1 slots; out_of_space: its spill or pool cannot take the
+    ids): the same rule for both. A cache that may still grow is marked to
+    grow at the next chunk and meanwhile stores while the table is under 3/4
+    full and there is space; one that may not is emptied."""
+    if count < limit and not out_of_space:
+        return ROOM
+    if c.grow_limit > c.short_limit:
+        c.want_grow = True
+        return NO_ROOM if count * 4 >= <Py_ssize_t> (mask + 1) * 3 or out_of_space else ROOM
+    return EMPTY_FIRST
+
+
 cdef void store_short(PieceCache *c, uint64_t k0, uint64_t k1, uint64_t h, const int32_t *ids,
                       Py_ssize_t k) noexcept nogil:
     """cache_store for a short piece already keyed (k0, k1) and hashed (h)."""
     cdef ShortSlot *s
     cdef Py_ssize_t need = k if k > IDS_INLINE else 0
+    cdef int room
     if need > c.spill_cap:
         return
     s = short_find(c, k0, k1, h)
     if s.k1 != 0:
         return
-    if c.short_count >= c.short_limit or c.spill_len + need > c.spill_cap:
-        if c.grow_limit > c.short_limit:  # grows at the next chunk; meanwhile stored while there is room
-            c.want_grow = True
-            if c.short_count * 4 >= (c.short_mask + 1) * 3 or c.spill_len + need > c.spill_cap:
-                return
-        else:
-            reset_short(c)
-            s = short_find(c, k0, k1, h)
-            if s.k1 != 0:
-                return
+    room = room_for(c, c.short_count, c.short_limit, c.short_mask, c.spill_len + need > c.spill_cap)
+    if room == NO_ROOM:
+        return
+    if room == EMPTY_FIRST:
+        reset_short(c)
+        s = short_find(c, k0, k1, h)
+        if s.k1 != 0:
+            return
     s.k0 = k0
     s.k1 = k1
     s.n = <int32_t> k
@@ -212,6 +232,7 @@ cdef void store_long(PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h, 
     hashed (h = hash_bytes(p, n))."""
     cdef LongSlot *l
     cdef Py_ssize_t room, need
+    cdef int space
     if k > LONG_IDS_MAX:
         return
     room = (n + 3) & ~(<Py_ssize_t> 3)
@@ -221,16 +242,14 @@ cdef void store_long(PieceCache *c, const uint8_t *p, Py_ssize_t n, uint64_t h, 
     l = long_find(c, p, n, h)
     if l.hash != 0:
         return
-    if c.long_count >= c.long_limit or c.pool_len + need > c.pool_cap:
-        if c.grow_limit > c.short_limit:  # as store_short
-            c.want_grow = True
-            if c.long_count * 4 >= (c.long_mask + 1) * 3 or c.pool_len + need > c.pool_cap:
-                return
-        else:
-            reset_long(c)
-            l = long_find(c, p, n, h)
-            if l.hash != 0:
-                return
+    space = room_for(c, c.long_count, c.long_limit, c.long_mask, c.pool_len + need > c.pool_cap)
+    if space == NO_ROOM:
+        return
+    if space == EMPTY_FIRST:
+        reset_long(c)
+        l = long_find(c, p, n, h)
+        if l.hash != 0:
+            return
     l.hash = h
     l.offset = <uint32_t> c.pool_len
     l.klen = <uint16_t> n
