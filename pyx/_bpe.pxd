@@ -12,6 +12,7 @@ cdef enum:
     POS_BITS = 7            # merge_short packs rank << POS_BITS | position in one int32
     BUCKET_PIECE = 1024     # from this length, rank buckets replace the heap
     SCRATCH_KEEP = 65536    # scratch grown past this for one piece is released after it
+    RANK_AHEAD = 16         # merge_bucketed's first pass requests a pair's rank this many pairs ahead
 
 
 cdef enum:

@@ -611,7 +611,11 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
     cdef int32_t r, e, pos, q, x
     cdef uint64_t entry
     link_symbols(w, k)
+    for j in range(min(k - 1, RANK_AHEAD)):
+        prefetch_rank(m, sym[j], sym[j + 1])
     for j in range(k - 1):
+        if j + RANK_AHEAD < k - 1:  # the pairs' look-ups are independent: keep RANK_AHEAD in flight
+            prefetch_rank(m, sym[j + RANK_AHEAD], sym[j + RANK_AHEAD + 1])
         r = merge_rank(m, sym[j], sym[j + 1])
         if r != INT32_MAX:
             bucket_push(w, &count, &top_word, r, <int32_t> j)
