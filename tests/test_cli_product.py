@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import qwen4exp
-from qwen4exp.cli.main import COMMAND_EPILOGS, main
+from qwen4exp.cli.main import main
+from qwen4exp.cli.parser import COMMAND_EPILOGS
 
 import _formats_reference as formats
 

@@ -1,5 +1,5 @@
-"""The `qwen4exp` command line (also `python -m qwen4exp`): `main` parses the
-arguments and runs the small commands; `batch` is the pipeline from `sources`
+"""The `qwen4exp` command line (also `python -m qwen4exp`): `main` runs the
+small commands, with the arguments `parser` builds; `batch` is the pipeline from `sources`
 through an engine (`batch.LocalEngine`, or `ray_engine` on a Ray cluster) to
 `sinks`; `common` holds the exit codes and the errors the commands report;
 `gate` runs the model-free checks of `qwen4exp.gate`.
