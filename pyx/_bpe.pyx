@@ -609,7 +609,7 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
     cdef int32_t *nxt = w.nxt
     cdef Py_ssize_t count = 0, top_word = 0, word, j
     cdef int32_t r, e, pos, q, x
-    cdef uint64_t entry
+    cdef uint64_t entry, ahead = 0
     link_symbols(w, k)
     for j in range(min(k - 1, RANK_AHEAD)):
         prefetch_rank(m, sym[j], sym[j + 1])
@@ -628,10 +628,16 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
         w.bucket_bits[word] &= w.bucket_bits[word] - 1
         e = w.bucket_head[r]
         w.bucket_head[r] = -1
+        if e >= 0:
+            ahead = w.queue.buckets[e]
         while e >= 0:
-            entry = w.queue.buckets[e]
+            entry = ahead
             pos = <int32_t> (entry >> 32)
             e = <int32_t> <uint32_t> (entry & 0xFFFFFFFFULL)
+            if e >= 0:  # the chain's next entry and its symbols start loading while this one merges
+                ahead = w.queue.buckets[e]
+                q4_prefetch(&sym[ahead >> 32])
+                q4_prefetch(&nxt[ahead >> 32])
             if sym[pos] < 0 or nxt[pos] < 0 or merge_rank(m, sym[pos], sym[nxt[pos]]) != r:
                 continue  # stale
             x = sym[pos]
