@@ -634,10 +634,12 @@ cdef void merge_bucketed(const BpeModel *m, Worker *w, Py_ssize_t k) noexcept no
             entry = ahead
             pos = <int32_t> (entry >> 32)
             e = <int32_t> <uint32_t> (entry & 0xFFFFFFFFULL)
-            if e >= 0:  # the chain's next entry and its symbols start loading while this one merges
+            if e >= 0:  # the chain's next entry, its symbols and the entry after start loading while this one merges
                 ahead = w.queue.buckets[e]
                 q4_prefetch(&sym[ahead >> 32])
                 q4_prefetch(&nxt[ahead >> 32])
+                if <int32_t> <uint32_t> (ahead & 0xFFFFFFFFULL) >= 0:
+                    q4_prefetch(&w.queue.buckets[<int32_t> <uint32_t> (ahead & 0xFFFFFFFFULL)])
             if sym[pos] < 0 or nxt[pos] < 0 or merge_rank(m, sym[pos], sym[nxt[pos]]) != r:
                 continue  # stale
             x = sym[pos]
