@@ -160,7 +160,7 @@ def _read_texts(block: Block, rows: np.ndarray):
         try:
             table = pj.read_json(pa.BufferReader(data), read_options=read_options, parse_options=parse_options)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return None
+            return None  # refused: cut() halves the part; its last pieces go line by line, naming the bad record
         if table.num_rows != len(part):  # two objects on one line
             return None
         return table.column("text").chunks
