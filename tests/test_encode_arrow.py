@@ -187,7 +187,7 @@ def test_buffer_helpers_match_pyarrow():
     bitmaps start mid-byte and on chunked arrays with an empty chunk."""
     import numpy as np
 
-    from qwen4exp.arrow import bool_array, int_array, list_array, list_numpy, valid_numpy
+    from qwen4exp.arrow import bool_array, int_array, list_array, list_numpy, offsets_numpy, valid_numpy
 
     a = pa.array(["a", None, "b", None, "c", "d", None, "e", "f", "g"] * 3)
     for off in range(12):
@@ -203,6 +203,14 @@ def test_buffer_helpers_match_pyarrow():
     for piece in (lists, lists.slice(1), lists.slice(2, 1), pa.array([[1], [2, 3], [4, 5, 6]], pa.list_(pa.int32())).slice(1)):
         offsets, values = list_numpy(piece)
         assert [values[offsets[k]:offsets[k + 1]].tolist() for k in range(len(piece))] == piece.to_pylist()
+    texts = ["", "é", "abc", "中文", "", "x" * 40]
+    for kind in (pa.string(), pa.large_string()):
+        whole = pa.array(texts, kind)
+        for off in range(len(texts)):
+            piece = whole.slice(off)
+            ends = offsets_numpy(piece)
+            assert ends.dtype.itemsize == (8 if kind == pa.large_string() else 4)
+            assert (ends[1:] - ends[:-1]).tolist() == [len(t.encode()) for t in texts[off:]]
 
 
 def test_utf8_check_agrees_with_the_strict_codec_on_every_lead_and_second_byte():

@@ -13,7 +13,8 @@ from __future__ import annotations
 from ._arrow import encode_string_arrays, invalid_utf8_rows, join_id_arrays
 from .errors import TextEncodingError, surrogate_error
 
-__all__ = ["encode_arrow", "id_lists", "bool_array", "int_array", "list_array", "list_numpy", "valid_numpy",
+__all__ = ["encode_arrow", "id_lists", "bool_array", "int_array", "list_array", "list_numpy", "offsets_numpy",
+           "valid_numpy",
            "invalid_rows", "need_pyarrow"]
 
 
@@ -149,6 +150,17 @@ def valid_numpy(column):
     return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
+def offsets_numpy(array):
+    """The offsets of a list<int32>, string or large_string Array (len + 1 of
+    them, for its slice) as a numpy view of its buffer: int64 for
+    large_string, else int32."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind = np.dtype(np.int64 if pa.types.is_large_string(array.type) else np.int32)
+    return np.frombuffer(array.buffers()[1], dtype=kind, count=len(array) + 1, offset=kind.itemsize * array.offset)
+
+
 def list_numpy(ids):
     """(offsets, values) of a list<int32> Array as numpy int32 views of its
     buffers: offsets index values, as in Arrow. Read from the buffers rather
@@ -156,7 +168,7 @@ def list_numpy(ids):
     that a batch job would pay once)."""
     import numpy as np
 
-    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32, count=len(ids) + 1, offset=4 * ids.offset)
+    offsets = offsets_numpy(ids)
     child = ids.values
     values = np.frombuffer(child.buffers()[1], dtype=np.int32, count=len(child), offset=4 * child.offset) \
         if len(child) else np.zeros(0, dtype=np.int32)

@@ -262,10 +262,9 @@ def _text_bytes(chunk) -> int:
     """UTF-8 bytes of a string array without nulls: its offsets' span."""
     if not len(chunk):
         return 0
-    import pyarrow as pa
+    from ..arrow import offsets_numpy
 
-    width, kind = (8, np.int64) if pa.types.is_large_string(chunk.type) else (4, np.int32)
-    ends = np.frombuffer(chunk.buffers()[1], dtype=kind, count=len(chunk) + 1, offset=width * chunk.offset)
+    ends = offsets_numpy(chunk)
     return int(ends[-1] - ends[0])
 
 
