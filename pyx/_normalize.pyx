@@ -89,34 +89,20 @@ cdef inline bint _is_stable(const q4_nf_rec *rec) noexcept nogil:
 
 
 # Characters that are QC=Yes starters ("stable": nothing before them reorders
-# or composes with them) from U+0300 on, for skipping runs of them without a
-# record look-up: one bit per code point below U+0800 (two-byte UTF-8), one
-# per 64-code-point block above (three-byte UTF-8: the first two bytes name
-# the block), set when the whole block is stable (CJK, Hangul syllables,
-# kana...). Filled once from the reference's records when the module loads.
-cdef uint8_t _stable2[256]    # 0x800 bits
-cdef uint8_t _stable3[128]    # 0x10000 / 64 bits
+# or composes with them) below U+10000, for skipping runs of them without a
+# record look-up: one bit per code point (8 KiB, in L1 while text streams
+# past), filled once from the reference's records when the module loads. A
+# bit per 64-code-point block missed every block with one mark in it
+# (Devanagari, Bengali, Tamil, Thai...), whose letters then took the slow path.
+cdef uint8_t _stable_bmp[0x2000]
 
 
 cdef void _fill_stable() noexcept nogil:
-    cdef uint32_t cp, block
-    cdef const q4_nf_rec *rec
-    cdef bint whole
-    memset(_stable2, 0, sizeof(_stable2))
-    memset(_stable3, 0, sizeof(_stable3))
-    for cp in range(0x800):
-        rec = q4_nf_rec_of(cp)
-        if _is_stable(rec):
-            _stable2[cp >> 3] |= <uint8_t> (1 << (cp & 7))
-    for block in range(0x800 >> 6, 0x10000 >> 6):
-        whole = True
-        for cp in range(block << 6, (block + 1) << 6):
-            rec = q4_nf_rec_of(cp)
-            if 0xD800 <= cp <= 0xDFFF or not _is_stable(rec):
-                whole = False
-                break
-        if whole:
-            _stable3[block >> 3] |= <uint8_t> (1 << (block & 7))
+    cdef uint32_t cp
+    memset(_stable_bmp, 0, sizeof(_stable_bmp))
+    for cp in range(0x10000):
+        if not 0xD800 <= cp <= 0xDFFF and _is_stable(q4_nf_rec_of(cp)):
+            _stable_bmp[cp >> 3] |= <uint8_t> (1 << (cp & 7))
 
 
 _fill_stable()
@@ -124,26 +110,32 @@ _fill_stable()
 
 cdef inline Py_ssize_t _skip_stable(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """First index >= i that does not start a stable character known from the
-    tables (or n): runs below U+0300 a word at a time, then two- and
-    three-byte characters by their bits."""
-    cdef uint32_t b, key
-    while True:
-        i = _skip_below_0300(s, i, n)
-        if i >= n:
-            return n
+    table (or n). Bytes below 0xCC (code points below U+0300) need no look-up;
+    where two come in a row (Latin text) they are skipped a word at a time,
+    else one by one, so that the spaces between words of other scripts do not
+    each start a vector scan that stops at the next letter."""
+    cdef uint32_t b, cp
+    cdef Py_ssize_t width
+    while i < n:
         b = s[i]
+        if b < 0xCC:
+            if i + 1 < n and s[i + 1] < 0xCC:
+                i = _skip_below_0300(s, i + 2, n)
+            else:
+                i += 1
+            continue
         if b < 0xE0:
-            key = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
-            if not (_stable2[key >> 3] >> (key & 7)) & 1:
-                return i
-            i += 2
+            cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
+            width = 2
         elif b < 0xF0:
-            key = ((b & 0x0F) << 6) | (s[i + 1] & 0x3F)  # the code point's 64-block
-            if not (_stable3[key >> 3] >> (key & 7)) & 1:
-                return i
-            i += 3
+            cp = ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+            width = 3
         else:
             return i
+        if not (_stable_bmp[cp >> 3] >> (cp & 7)) & 1:
+            return i
+        i += width
+    return n
 
 
 cdef inline uint32_t _decode(const unsigned char *s, Py_ssize_t *pos) noexcept nogil:

@@ -118,9 +118,9 @@ def test_every_scalar_value(ref, hf):
 @pytest.mark.parametrize("follower", ["", "a", "\u0301", "\u0316\u0301", "\u11a8", "\u1161", "\u3099", "\u0cd5"])
 def test_every_bmp_scalar_in_runs(hf, follower):
     """Runs of characters with what may combine with them after each: checks
-    the tables that let the scan skip stable characters (two-byte ones by
-    code point, three-byte ones by 64-character block) in context, where a
-    skipped character must still be composed with what follows it."""
+    the table that lets the scan skip stable characters (one bit per code
+    point below U+10000) in context, where a skipped character must still be
+    composed with what follows it."""
     chars = [chr(c) for c in range(0x300, 0x10000) if not 0xD800 <= c < 0xE000]
     for k in range(0, len(chars), 4096):
         text = "".join(c + follower for c in chars[k:k + 4096])
@@ -241,6 +241,14 @@ def test_quick_check_fast_path_boundaries(hf):
             s = "e" * pre + "\u0301" + "\u00e9" * post
             assert nfc(s) == hf(s)
     assert is_nfc("".join(map(chr, range(1, 0x300))))
+    # A lone byte below 0xCC between other scripts' letters is stepped over on
+    # its own (no word-at-a-time scan); what follows it must still compose
+    # with it, and a mark after a letter of a block with marks is still seen.
+    for s in ("\u0434a\u0301", "\u0915 \u0915\u093c\u094d", "\u0e01e\u0301\u0e48", "\u4e00a\u0301\u4e00",
+              "\u0915\u0301a", "\u0e01\u0e38\u0e48 x\u0316\u0301"):
+        for k in (1, 2, 5):
+            assert nfc(s * k) == hf(s * k), (s * k).encode("unicode_escape")
+            assert not is_nfc(s * k) or hf(s * k) == s * k
 
 
 def test_long_inputs(hf):
