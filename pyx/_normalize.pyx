@@ -114,27 +114,22 @@ cdef inline Py_ssize_t _skip_stable(const unsigned char *s, Py_ssize_t i, Py_ssi
     where two come in a row (Latin text) they are skipped a word at a time,
     else one by one, so that the spaces between words of other scripts do not
     each start a vector scan that stops at the next letter."""
-    cdef uint32_t b, cp
-    cdef Py_ssize_t width
+    cdef uint32_t cp
+    cdef Py_ssize_t j
     while i < n:
-        b = s[i]
-        if b < 0xCC:
+        if s[i] < 0xCC:
             if i + 1 < n and s[i + 1] < 0xCC:
                 i = _skip_below_0300(s, i + 2, n)
             else:
                 i += 1
             continue
-        if b < 0xE0:
-            cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
-            width = 2
-        elif b < 0xF0:
-            cp = ((b & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
-            width = 3
-        else:
+        if s[i] >= 0xF0:
             return i
+        j = i
+        cp = _decode(s, &j)
         if not (_stable_bmp[cp >> 3] >> (cp & 7)) & 1:
             return i
-        i += width
+        i = j
     return n
 
 
