@@ -1,0 +1,116 @@
+"""Tiny Hugging Face model folders for the runtime tests (tests/, tests_vllm/, bench/).
+
+`model_folder(directory, chat_format)` writes what a Qwen model repository
+holds for tokenization and serving, with no weights: tokenizer.json (the
+shipped Qwen3 file, or the Qwen3.5/3.6 reference derived from its tiktoken
+ranks by tests/_qwen36_reference.py), tokenizer_config.json with the format's
+official chat template (tests/data/chat_templates/), config.json of a ~10M
+parameter Qwen3-architecture model (vLLM serves it with dummy weights) and
+generation_config.json. Nothing here imports qwen4exp: the folders are
+reference inputs, built from the reference files only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from _hf_reference import REPO, TOKENIZER_JSON
+
+TEMPLATES = os.path.join(REPO, "tests", "data", "chat_templates")
+#: Each format's official template, and the vocabulary its models use.
+FORMAT_TEMPLATE = {
+    "qwen3": "qwen3.jinja",
+    "qwen3-2507": "qwen3_instruct_2507.jinja",
+    "qwen3.5": "qwen3_5_think.jinja",
+    "qwen3.6": "qwen3_6.jinja",
+    "qwen3.8": "qwen3_8.jinja",
+}
+QWEN36_FORMATS = ("qwen3.5", "qwen3.6", "qwen3.8")
+#: The model's embedding size per vocabulary (padded past the last id, as Qwen's are).
+MODEL_VOCAB_SIZE = {"qwen3": 151936, "qwen3.6": 248320}
+
+
+def vocabulary_of(chat_format: str) -> str:
+    return "qwen3.6" if chat_format in QWEN36_FORMATS else "qwen3"
+
+
+def qwen36_tokenizer_json(cache_dir: str | None = None) -> str:
+    """The Qwen3.5/3.6 reference tokenizer.json (built once, ~15 s, then cached)."""
+    from _qwen36_reference import reference_json
+
+    cache_dir = cache_dir or os.environ.get("QWEN4EXP_TEST_CACHE") or os.path.join(
+        REPO, ".pytest_cache", "qwen36-reference")
+    return reference_json(cache_dir)
+
+
+def model_folder(directory: str, chat_format: str, *, template: str | None = None,
+                 template_file: bool = False, cache_dir: str | None = None) -> str:
+    """Write a tiny model folder for `chat_format` into `directory` (created) and return it.
+
+    `template`: a template file name under tests/data/chat_templates/ (default:
+    the format's official one) or, when it contains a newline, the template
+    text itself. `template_file`: write it as chat_template.jinja beside
+    tokenizer_config.json (as newer model repositories do) instead of inside it.
+    """
+    os.makedirs(directory, exist_ok=True)
+    vocab = vocabulary_of(chat_format)
+    source = TOKENIZER_JSON if vocab == "qwen3" else qwen36_tokenizer_json(cache_dir)
+    shutil.copyfile(source, os.path.join(directory, "tokenizer.json"))
+    with open(source, encoding="utf-8") as f:
+        added = json.load(f)["added_tokens"]
+    ids = {t["content"]: t["id"] for t in added}
+
+    name = template or FORMAT_TEMPLATE[chat_format]
+    if "\n" in name:
+        text = name
+    else:
+        with open(os.path.join(TEMPLATES, name), encoding="utf-8") as f:
+            text = f.read()
+
+    config = {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "added_tokens_decoder": {
+            str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+            for t in added
+        },
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 262144,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+    if template_file:
+        with open(os.path.join(directory, "chat_template.jinja"), "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        config["chat_template"] = text
+    _write_json(directory, "tokenizer_config.json", config)
+
+    eos, eot = ids["<|im_end|>"], ids["<|endoftext|>"]
+    _write_json(directory, "config.json", {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": eot,
+        "eos_token_id": eos, "head_dim": 32, "hidden_act": "silu",
+        "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128,
+        "max_position_embeddings": 4096, "max_window_layers": 2,
+        "num_attention_heads": 2, "num_hidden_layers": 2, "num_key_value_heads": 1,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
+        "sliding_window": None, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
+        "vocab_size": MODEL_VOCAB_SIZE[vocab],
+    })
+    _write_json(directory, "generation_config.json",
+                {"bos_token_id": eot, "eos_token_id": [eos, eot], "do_sample": False})
+    return directory
+
+
+def _write_json(directory: str, name: str, value: dict) -> None:
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False, indent=2)
