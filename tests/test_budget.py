@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 import qwen4exp
@@ -159,9 +160,14 @@ def test_fit_chat_errors(tok):
         tok.fit_chat(messages, 50)
     with pytest.raises(qwen4exp.BudgetError, match="no turn to drop"):
         tok.fit_chat(messages[:1], 2)
-    for bad in (-1, 1.5, True, "10"):
-        with pytest.raises(ValueError, match="budget"):
+    for bad in (-1, np.int64(-5), -(2**70)):
+        with pytest.raises(qwen4exp.BudgetError, match="budget must be 0 or more tokens"):
             tok.fit_chat(messages, bad)
+    for bad in (1.5, 100.0, np.float64(100), None, "10", b"10", True, False, np.bool_(True), [100]):
+        with pytest.raises(TypeError, match=r"budget must be an int \(a number of tokens\), not"):
+            tok.fit_chat(messages, bad)
+    for good in (np.int32(5000), np.uint64(5000), 2**70):  # any integer type, however large
+        assert tok.fit_chat(messages, good).dropped == 0
     with pytest.raises(qwen4exp.ChatFormatError):
         tok.fit_chat([{"role": "narrator", "content": "x"}], 10)
     assert issubclass(qwen4exp.BudgetError, qwen4exp.Qwen4ExpError)

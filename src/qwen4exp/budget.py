@@ -115,9 +115,7 @@ def fit_chat(
     """The longest suffix of whole turns whose ids fit `budget` (see the module)."""
     from .chat import render_chat
 
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0:
-        raise ValueError(f"fit_chat(): budget must be a non-negative int, not {budget!r}")
-    budget = operator.index(budget)
+    budget = _checked_budget(budget)
 
     def render(kept: list) -> RenderedChat:
         return render_chat(kept, tools=tools, add_generation_prompt=add_generation_prompt,
@@ -177,6 +175,18 @@ def fit_chat(
         else:
             lo = mid + 1
     return _result(messages, head, starts, hi, candidate(hi))
+
+
+def _checked_budget(budget: Any) -> int:
+    """`budget` as an int: TypeError for anything but an integer (a float, even
+    a whole one, None, a string, a bool), BudgetError for a negative one."""
+    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, (int, np.integer)):
+        raise TypeError(f"fit_chat(): budget must be an int (a number of tokens), not "
+                        f"{type(budget).__name__} {budget!r}")
+    budget = operator.index(budget)
+    if budget < 0:
+        raise BudgetError(f"fit_chat(): budget must be 0 or more tokens, not {budget}")
+    return budget
 
 
 def _result(messages: list, head: int, starts: list[int], k: int, found) -> FittedChat:

@@ -55,6 +55,9 @@ class TokenBuffer:
     `.array` is a read-only view of the committed tokens. One buffer may be
     shared between threads: each append (and clear) is atomic, so appends from
     several threads are all kept, each one whole, in some order.
+    `copy.copy`, `copy.deepcopy` and pickling give an independent buffer with
+    the same committed tokens (its own storage and lock): appending to either
+    never changes the other.
     """
 
     __slots__ = ("_buf", "_len", "_lock")
@@ -94,6 +97,27 @@ class TokenBuffer:
                 buf[: self._len] = self._buf[: self._len]
             buf[self._len : need] = ids
             self._buf, self._len = buf, need
+
+    def __copy__(self) -> "TokenBuffer":
+        with self._lock:
+            committed = self._buf[: self._len].copy()
+        return TokenBuffer._of(committed)
+
+    def __deepcopy__(self, memo) -> "TokenBuffer":
+        return self.__copy__()  # int32 values: nothing deeper to copy
+
+    def __reduce__(self):
+        with self._lock:
+            committed = self._buf[: self._len].copy()
+        return TokenBuffer._of, (committed,)
+
+    @staticmethod
+    def _of(committed: np.ndarray) -> "TokenBuffer":
+        """A new buffer whose committed tokens are `committed` (its own copy)."""
+        committed = np.asarray(committed, dtype=np.int32)
+        buf = TokenBuffer(len(committed))
+        buf._append(committed)
+        return buf
 
     def __repr__(self) -> str:
         head = self._buf[: min(self._len, 8)].tolist()
