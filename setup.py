@@ -20,8 +20,6 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYX = os.path.join(HERE, "pyx")
 VOCAB = os.path.join(HERE, "vocab")
-# vocab/ files copied into the package beside the compiled vocabularies.
-DATA_FILES = ("tokenizer.json", "tokenizer_config.json", "NOTICE", "qwen3.6/NOTICE")
 
 
 def _load_compiler():
@@ -34,7 +32,11 @@ def _load_compiler():
 
 
 COMPILER = _load_compiler()
-COMPILED = tuple(out for out, _ in COMPILER.BUNDLED.values())
+COMPILED = tuple(v.compiled for v in COMPILER.VOCABULARIES.values())
+# vocab/ files copied into the package beside the compiled vocabularies: each
+# vocabulary's license notice, and Qwen3's tokenizer files (the gate's reference).
+DATA_FILES = ("tokenizer.json", "tokenizer_config.json",
+              *dict.fromkeys(v.license for v in COMPILER.VOCABULARIES.values()))
 
 
 def write_package_data(target_pkg_dir):
@@ -43,9 +45,9 @@ def write_package_data(target_pkg_dir):
     for name in DATA_FILES:
         os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
         shutil.copyfile(os.path.join(VOCAB, name), os.path.join(data, name))
-    for name, (compiled, source) in COMPILER.BUNDLED.items():
-        out = os.path.join(data, compiled)
-        src = os.path.join(VOCAB, source)
+    for name, vocab in COMPILER.VOCABULARIES.items():
+        out = os.path.join(data, vocab.compiled)
+        src = os.path.join(VOCAB, vocab.source)
         if not os.path.exists(out) or os.path.getmtime(out) < max(
             os.path.getmtime(src), os.path.getmtime(COMPILER.__file__)
         ):

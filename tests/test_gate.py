@@ -28,8 +28,9 @@ def test_passes_on_bundled_vocabularies(capsys, name):
     assert code == 0 and report["ok"] and report["cases"] >= 39
     checked = {c["name"]: c["checked"] for c in report["checks"]}
     assert all(c["ok"] and c["ran"] for c in report["checks"])
-    assert report["chat_formats"] == list(qwen4exp.chat_formats())  # by default every format
-    for fmt in qwen4exp.chat_formats():
+    own = qwen4exp.Tokenizer(name).chat_formats()  # by default every format of the vocabulary
+    assert report["chat_formats"] == list(own) and set(own) < set(qwen4exp.chat_formats())
+    for fmt in own:
         assert checked[f"chat[{fmt}].accepted"] + checked[f"chat[{fmt}].rejected"] == report["cases"]
     assert checked["atoms.outside_bpe"] == len(qwen4exp.Tokenizer(name).atoms)
 
@@ -43,8 +44,11 @@ def test_chat_format_option(capsys):
     assert report["tokenizer"] == "bundled vocabulary qwen3.6"
     assert [c["name"] for c in report["checks"] if c["name"].startswith("chat")] == [
         "chat[qwen3.5].accepted", "chat[qwen3.5].rejected"]
-    code, out, _ = run(capsys, "--vocab", "qwen3", "--chat-format", "qwen3.8", "--chat-format", "qwen3-2507")
-    assert code == 0 and "bundled vocabulary qwen3 " in out and "chat formats qwen3.8, qwen3-2507" in out
+    code, out, _ = run(capsys, "--vocab", "qwen3", "--chat-format", "qwen3-2507", "--chat-format", "qwen3")
+    assert code == 0 and "bundled vocabulary qwen3 " in out and "chat formats qwen3-2507, qwen3" in out
+    # a format of another vocabulary cannot be encoded with this one: a usage error
+    code, out, err = run(capsys, "--vocab", "qwen3", "--chat-format", "qwen3.8")
+    assert code == 2 and "qwen3.8 chat format is for the qwen3.6 vocabulary" in err and not out
     with pytest.raises(SystemExit) as exc:
         run(capsys, "--chat-format", "qwen4")
     assert exc.value.code == 2
@@ -150,7 +154,7 @@ def test_chat_checks_name_the_failing_case(tmp_path):
     cases["reject_second_system"]["expect"]["match"] = "no such message"
     path = tmp_path / "oracle.json"
     path.write_text(json.dumps(oracle), encoding="utf-8")
-    report = gate.run_gate(qwen4exp.Tokenizer("qwen3.6"), oracle=str(path))
+    report = gate.run_gate(qwen4exp.Tokenizer(), oracle=str(path))
     failed = {c.name: c.failures for c in report.checks if not c.ok}
     assert set(failed) == {"chat[qwen3].accepted", "chat[qwen3].rejected"}
     assert len(failed["chat[qwen3].accepted"]) == 1 and "literal_controls_user" in failed["chat[qwen3].accepted"][0]

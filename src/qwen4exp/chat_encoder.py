@@ -16,6 +16,7 @@ from bisect import bisect_right
 
 import numpy as np
 
+from . import media as _media
 from ._encoder import common_prefix
 from .masks import EncodedChat, chat_masks
 from .errors import fault_error
@@ -61,22 +62,30 @@ class ChatEncoder:
         self._reused = 0
         self._lock.release()
 
-    def encode(self, chat: RenderedChat, *, return_masks: bool = False) -> np.ndarray | EncodedChat:
+    def encode(self, chat: RenderedChat, *, return_masks: bool = False,
+               expand_media=False) -> np.ndarray | EncodedChat:
         """Ids of `chat` (numpy int32), equal to `Tokenizer.encode_chat(chat)`;
-        an EncodedChat with its masks when `return_masks` (as encode_chat)."""
+        an EncodedChat with its masks when `return_masks`, media expanded with
+        `expand_media` (as encode_chat). The kept state is the unexpanded ids."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"ChatEncoder.encode() takes a RenderedChat, not {type(chat).__name__}")
+        self._tok._check_chat(chat, "ChatEncoder.encode()")
+        proc = _media.processor_of(self._tok, expand_media, "ChatEncoder.encode()")
         self._acquire()
         try:
             data, bounds, first_control = chat.data, chat.boundaries, chat.first_is_control
             first = self._reusable(data, bounds, first_control)
             ids, tok_ends = self._encode_from(data, bounds, first_control, first)
+            # counted before the state changes: a part that cannot be counted changes nothing
+            reps = None if proc is None else _media.repeats(self._tok, chat, ids, proc, "ChatEncoder.encode()")
             self._prev = (data, bounds, first_control, ids, tok_ends)
             self._reused = bounds[first]
         finally:
             self._lock.release()
         if return_masks:
-            return chat_masks(chat, ids.copy(), tok_ends, self._tok._token_lengths())
+            return _media.apply(chat_masks(chat, ids.copy(), tok_ends, self._tok._token_lengths()), reps)
+        if reps is not None:
+            return _media.apply(ids, reps)  # a new array
         return ids.copy()  # the kept ids must not change under the caller's hands
 
     def _reusable(self, data: bytes, bounds: tuple, first_control: bool) -> int:

@@ -93,9 +93,11 @@ class CompletionParser(ParserCore):
         if prompt is not None and not isinstance(prompt, RenderedChat):
             raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
                             f"not {type(prompt).__name__}")
-        if chat_format is None:
-            chat_format = (prompt.chat_format if prompt is not None else None) or "qwen3"
-        calls = format_named(chat_format).rules.calls  # ChatFormatError for an unknown name
+        if chat_format is None and prompt is not None:
+            chat_format = prompt.chat_format
+        # the tokenizer's own format by default; one of another vocabulary is refused
+        chat_format = tok._chat_format_of(chat_format, "completion_parser()").name
+        calls = format_named(chat_format).rules.calls
         # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
         # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
         xml = calls != JSON_CALLS

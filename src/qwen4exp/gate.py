@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from . import _vocab_compile
 from ._files import NotRegularFileError, read_regular_file
 from .chat import render_chat, render_chat_into
-from .formats import chat_format, chat_formats
-from .markers import CONTROL_MARKERS, Marker
+from .formats import chat_format, chat_formats, default_format
+from .markers import CONTROL_MARKERS, Marker, MediaMarker
 from .errors import JsonError, Qwen4ExpError
 from .requests import loads_json
 from .segments import Kind, RenderedChat, Segment
@@ -37,7 +37,7 @@ from .tokenizer import TokenBuffer, Tokenizer
 
 ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "gate_oracle.json")
 # The markers the renderer emits as TRUSTED_CONTROL (docs/FORMAT.md, section 3).
-MARKERS = tuple(m.value for m in Marker if m.value in CONTROL_MARKERS)
+MARKERS = tuple(m.value for m in (*Marker, *MediaMarker) if m.value in CONTROL_MARKERS)
 SAMPLE = (
     "The quick brown fox jumps over the lazy dog.", "Größe, naïve café — déjà vu.",
     "Съешь же ещё этих мягких французских булок.", "人工智能正在改变世界。", "日本語のテキストです。",
@@ -229,10 +229,11 @@ def _markers(tok: Tokenizer, data: bytes):
 def expectation(case: dict, fmt: str) -> dict:
     """What the oracle expects of a case in format `fmt`: its text and segments,
     or its error class and a fragment of the message."""
-    return case["expect"] if fmt == "qwen3" else case["formats"][fmt]
+    # the oracle's "expect" is the default format's, "formats" every other one's
+    return case["expect"] if fmt == default_format().name else case["formats"][fmt]
 
 
-def accepted_case(tok: Tokenizer, case: dict, check: Check, fmt: str = "qwen3") -> None:
+def accepted_case(tok: Tokenizer, case: dict, check: Check, fmt: str) -> None:
     name, req, expect = case["name"], case["request"], expectation(case, fmt)
     try:
         chat = render_chat(req["messages"], **_options(req, fmt))
@@ -274,7 +275,7 @@ def _options(req: dict, fmt: str) -> dict:
 
 
 def rejected_case(tok: Tokenizer, case: dict, prior: RenderedChat, buf: TokenBuffer, check: Check,
-                  fmt: str = "qwen3") -> None:
+                  fmt: str) -> None:
     name, req, expect = case["name"], case["request"], expectation(case, fmt)
     before = (prior.data, _segments(prior))
     try:
@@ -298,7 +299,7 @@ def rejected_case(tok: Tokenizer, case: dict, prior: RenderedChat, buf: TokenBuf
         check.fail(f"case {name}: the prior token buffer changed")
 
 
-def chat_checks(tok: Tokenizer, cases: list[dict], fmt: str = "qwen3") -> list[Check]:
+def chat_checks(tok: Tokenizer, cases: list[dict], fmt: str) -> list[Check]:
     """The oracle's chat checks in format `fmt`: chat[FMT].accepted and chat[FMT].rejected."""
     accepted = Check(f"chat[{fmt}].accepted", "caller bytes DATA, each template marker exactly its atom id")
     rejected = Check(f"chat[{fmt}].rejected",
@@ -340,9 +341,14 @@ def run_gate(tok: Tokenizer | None, *, facts: Facts | None = None, subject: str 
     """All checks; with `tok` None (the file did not load) only the vocabulary's own.
     The chat checks run in each of `formats` (default: every chat format); an
     unknown name is a ChatFormatError."""
-    formats = chat_formats() if formats is None else tuple(formats)
+    if formats is None:  # the tokenizer's own formats (a format of another vocabulary cannot encode)
+        formats = tok.chat_formats() if tok is not None else chat_formats()
+    formats = tuple(formats)
     for fmt in formats:
-        chat_format(fmt)
+        if tok is not None:
+            tok._chat_format_of(fmt, "gate --chat-format")
+        else:
+            chat_format(fmt)
     cases = load_oracle(oracle)
     checks = vocabulary_checks(facts if facts is not None else facts_of_tokenizer(tok))
     load = Check("load", "the tokenizer loads", 1)

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import _vocab_compile
+from . import media as _media
+from .formats import ChatFormat, chat_format as _format_named, default_format
+from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from ._encoder import NativeTokenizer
 from ._faults import InitFault
 from ._files import read_regular_file
@@ -27,6 +30,7 @@ from .completion import CompletionParser, parse_all
 from .decode_stream import DecodeStream, IdTables
 from .masks import EncodedChat, chat_masks
 from .errors import (
+    ChatFormatError,
     Qwen4ExpError,
     SegmentError,
     VocabularyError,
@@ -127,7 +131,7 @@ class TokenBuffer:
 
 def vocabularies() -> tuple[str, ...]:
     """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
-    return tuple(_vocab_compile.BUNDLED)
+    return tuple(VOCABULARIES)
 
 
 class Tokenizer:
@@ -153,16 +157,32 @@ class Tokenizer:
     every `encode()` on the calling thread.
     """
 
-    def __init__(self, name: str = "qwen3", *, cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None) -> None:
-        canonical = _vocab_compile.ALIASES.get(name, name) if isinstance(name, str) else None
-        if canonical not in _vocab_compile.BUNDLED:
-            raise Qwen4ExpError(
+    def __init__(self, name: str = DEFAULT_VOCABULARY, *, cache_size: int = CACHE_SIZE_DEFAULT,
+                 encode_threads: int | None = None) -> None:
+        vocab = bundled_vocabulary(name)
+        if vocab is None:
+            raise VocabularyError(
                 f"unknown vocabulary {name!r}: bundled are {', '.join(vocabularies())} "
-                f"(aliases: {', '.join(f'{a} = {b}' for a, b in _vocab_compile.ALIASES.items())}); "
-                "use Tokenizer.from_file for a tokenizer.json"
+                f"(aliases: {', '.join(f'{a} = {b}' for a, b in ALIASES.items())}); "
+                "use Tokenizer.from_file for a tokenizer.json, Tokenizer.from_pretrained for a model folder"
             )
-        self._load_compiled(os.path.join(_DATA_DIR, _vocab_compile.BUNDLED[canonical][0]), cache_size, encode_threads)
-        self._vocab_name = canonical
+        self._vocab_name = vocab.name
+        self._load_compiled(os.path.join(_DATA_DIR, vocab.compiled), cache_size, encode_threads)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, *, chat_format: str | None = None,
+                        cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None) -> "Tokenizer":
+        """Load a Hugging Face model folder: its vocabulary (the bundled one when
+        the folder's tokenizer.json has the same contents) bound to the chat
+        format its template is (qwen4exp.pretrained; docs/FORMAT.md, "Model
+        folders"). `chat_format` names the format instead, for a template
+        qwen4exp does not recognise. VocabularyError for a folder without a
+        usable tokenizer.json, ChatFormatError for a template of no known
+        format or a format of another vocabulary."""
+        from .pretrained import load_model_folder
+
+        return load_model_folder(cls, path, chat_format=chat_format, cache_size=cache_size,
+                                 encode_threads=encode_threads)
 
     @classmethod
     def from_file(
@@ -276,6 +296,14 @@ class Tokenizer:
         # it pickles with them (see __reduce__); a bundled one pickles by name.
         self._compiled = arrays if getattr(self, "_vocab_name", "") is None else None
         self._compiled_sha256 = None
+        # The chat formats it renders are its vocabulary's; a from_file vocabulary
+        # counts as the bundled one with the same split pattern (same family).
+        marks = bool(arrays["marks"][0])
+        self._family = getattr(self, "_vocab_name", None) or next(
+            v.name for v in VOCABULARIES.values() if v.marks == marks)
+        self._format = default_format(self._family)
+        self._render_defaults: dict = {}
+        self._model_config: dict = {}  # a model folder's other files (preprocessor_config.json, ...)
 
     # -- pickling ------------------------------------------------------------
 
@@ -288,14 +316,79 @@ class Tokenizer:
         against the checksum before use.
         """
         name = getattr(self, "_vocab_name", None)
+        binding = (self._format.name, dict(self._render_defaults), dict(self._model_config))
         if name is not None:
-            return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads))
+            return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
         if self._compiled_sha256 is None:
             self._compiled_sha256 = _arrays_sha256(self._compiled)
         return (
             _tokenizer_by_checksum,
-            (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads),
+            (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads, binding),
         )
+
+    # -- the chat format -------------------------------------------------------
+
+    @property
+    def chat_format(self) -> str:
+        """The chat format this tokenizer renders by default: its vocabulary's
+        (Tokenizer("qwen3") -> "qwen3", "qwen3.6" -> "qwen3.6") or, from
+        `from_pretrained`, the model folder's."""
+        return self._format.name
+
+    @property
+    def vocabulary(self) -> str | None:
+        """The bundled vocabulary's name, or None for a from_file vocabulary."""
+        return self._vocab_name
+
+    @property
+    def render_defaults(self) -> Mapping[str, object]:
+        """Render options the model folder's template implies (e.g. the Qwen3.5
+        small models' enable_thinking=False); {} for a bundled vocabulary."""
+        return types.MappingProxyType(self._render_defaults)
+
+    def _bind(self, fmt: ChatFormat, defaults: Mapping[str, object], model_config: Mapping[str, object]) -> None:
+        self._format = self._chat_format_of(fmt, "chat_format")
+        self._render_defaults = dict(defaults)
+        self._model_config = dict(model_config)
+
+    def _chat_format_of(self, name, where: str) -> ChatFormat:
+        """The format `name` (None: this tokenizer's), refused unless it belongs
+        to this tokenizer's vocabulary: a chat rendered for another vocabulary's
+        models would get ids no model was trained on."""
+        if name is None:
+            return self._format
+        fmt = _format_named(name)
+        if fmt.vocabulary != self._family:
+            raise ChatFormatError(
+                f"{where}: the {fmt.name} chat format is for the {fmt.vocabulary} vocabulary, and this "
+                f"tokenizer is {self._describe()}; use Tokenizer({fmt.vocabulary!r}) (or "
+                f"Tokenizer.from_pretrained of the model folder) for {fmt.name}, or one of "
+                f"{', '.join(self.chat_formats())} here"
+            )
+        return fmt
+
+    def _describe(self) -> str:
+        if self._vocab_name is not None:
+            return f"the {self._vocab_name} vocabulary"
+        return f"a tokenizer.json of the {self._family} family"
+
+    def chat_formats(self) -> tuple[str, ...]:
+        """The chat formats this tokenizer renders and encodes (its vocabulary's)."""
+        from .formats import formats_of_vocabulary
+
+        return formats_of_vocabulary(self._family)
+
+    def render_chat(self, messages, **options) -> RenderedChat:
+        """qwen4exp.render_chat in this tokenizer's chat format, with the model
+        folder's defaults for options left out (`chat_format=` must be a
+        format of this vocabulary)."""
+        from .chat import render_chat
+
+        fmt = self._chat_format_of(options.pop("chat_format", None), "render_chat()")
+        for key, value in self._render_defaults.items():
+            if options.get(key) is None:
+                options[key] = value
+        return render_chat(messages, chat_format=fmt.name, **options)
 
     def _id_tables(self) -> IdTables:
         """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
@@ -458,31 +551,43 @@ class Tokenizer:
         stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
-    def encode_chat(self, chat: RenderedChat, *, return_masks: bool = False) -> np.ndarray | EncodedChat:
+    def encode_chat(self, chat: RenderedChat, *, return_masks: bool = False,
+                    expand_media=False) -> np.ndarray | EncodedChat:
         """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
         array, what model inputs and the batch output take (docs/FORMAT.md, section 7).
 
         With `return_masks=True`, an EncodedChat: the same ids plus
         `control_mask`, `message_index` and `assistant_mask` (qwen4exp.masks).
+        With `expand_media` (True, or a dict of image-processor parameters),
+        each image or video pad is written once per merged patch (qwen4exp.media).
         """
+        proc = _media.processor_of(self, expand_media, "encode_chat()")
         ids, tok_ends = self._chat_ids(chat, "encode_chat()", return_masks)
-        if return_masks:
-            return chat_masks(chat, ids, tok_ends, self._token_lengths())
-        return ids
+        result = chat_masks(chat, ids, tok_ends, self._token_lengths()) if return_masks else ids
+        return _media.expand(self, chat, result, proc, "encode_chat()")
 
-    def count_chat(self, chat: RenderedChat) -> int:
-        """len(encode_chat(chat))."""
-        return len(self._chat_ids(chat, "count_chat()", False)[0])
+    def count_chat(self, chat: RenderedChat, *, expand_media=False) -> int:
+        """len(encode_chat(chat, expand_media=expand_media))."""
+        proc = _media.processor_of(self, expand_media, "count_chat()")
+        ids = self._chat_ids(chat, "count_chat()", False)[0]
+        return _media.expanded_count(self, chat, ids, proc, "count_chat()")
 
     def _chat_ids(self, chat: RenderedChat, where: str, with_ends: bool):
         """(ids, ids so far after each segment or None) of a RenderedChat."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"{where} takes a RenderedChat, not {type(chat).__name__}")
+        self._check_chat(chat, where)
         data, bounds = chat.data, chat.boundaries
         ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, with_ends)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
         return ids, tok_ends
+
+    def _check_chat(self, chat: RenderedChat, where: str) -> None:
+        """Refuse a chat rendered in a format of another vocabulary (a caller-built
+        stream, with no format, is the caller's to vouch for)."""
+        if chat.chat_format is not None and chat.chat_format not in self.chat_formats():
+            self._chat_format_of(chat.chat_format, where)
 
     def fit_chat(
         self,
@@ -490,8 +595,9 @@ class Tokenizer:
         budget: int,
         *,
         tools=None,
-        chat_format: str = "qwen3",
+        chat_format: str | None = None,
         add_generation_prompt: bool = True,
+        expand_media=False,
         **render_options,
     ) -> "FittedChat":
         """The conversation cut to at most `budget` ids by dropping its oldest
@@ -501,12 +607,14 @@ class Tokenizer:
         user message and everything up to the next one, tool calls with their
         results) goes whole. The result is the longest such suffix that fits,
         exactly; BudgetError when even the minimum does not (qwen4exp.budget).
-        `render_options` go to render_chat.
+        `render_options` go to render_chat; `expand_media` counts media parts
+        as encode_chat does (the ids are expanded too).
         """
         from .budget import fit_chat
 
         return fit_chat(self, messages, budget, tools=tools, chat_format=chat_format,
-                        add_generation_prompt=add_generation_prompt, **render_options)
+                        add_generation_prompt=add_generation_prompt, expand_media=expand_media,
+                        **render_options)
 
     def chat_encoder(self) -> "ChatEncoder":
         """A ChatEncoder for one growing conversation (qwen4exp.chat_encoder)."""
@@ -529,19 +637,22 @@ class Tokenizer:
         out._append(ids)
 
     def encode_chats(
-        self, chats: Sequence[RenderedChat], num_threads: int | None = None, *, return_masks: bool = False
+        self, chats: Sequence[RenderedChat], num_threads: int | None = None, *, return_masks: bool = False,
+        expand_media=False,
     ) -> list[np.ndarray] | list[EncodedChat]:
         """encode_chat() of each chat, in order, on `num_threads` native threads
-        (EncodedChat with masks when `return_masks`).
+        (EncodedChat with masks when `return_masks`; media expanded with `expand_media`).
 
         All-or-nothing: if any chat is malformed the first fault is raised
         (naming the chat's index) and no result is returned.
         """
+        proc = _media.processor_of(self, expand_media, "encode_chats()")
         items = []
         chats = list(chats)
         for i, chat in enumerate(chats):
             if not isinstance(chat, RenderedChat):
                 raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
+            self._check_chat(chat, f"encode_chats(): chats[{i}]")
             arrays = _chat_arrays(chat)
             if return_masks:
                 arrays += (np.empty(len(arrays[0]), dtype=np.int64),)
@@ -554,7 +665,10 @@ class Tokenizer:
                 raise type(exc)(f"chats[{i}]: {exc}")
         if return_masks:
             lengths = self._token_lengths()
-            return [chat_masks(chat, ids, item[4], lengths) for chat, ids, item in zip(chats, results, items)]
+            results = [chat_masks(chat, ids, item[4], lengths) for chat, ids, item in zip(chats, results, items)]
+        if proc is not None:  # all or nothing: every chat's media counted before one is returned
+            results = [_media.expand(self, chat, r, proc, f"encode_chats(): chats[{i}]")
+                       for i, (chat, r) in enumerate(zip(chats, results))]
         return results
 
     def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
@@ -569,11 +683,16 @@ class Tokenizer:
         raise fault_error(fault, data, starts, ends)
 
 
-def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None) -> Tokenizer:
-    return Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
+def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,
+                       binding: tuple | None = None) -> Tokenizer:
+    tok = Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
+    if binding is not None:
+        tok._bind(*binding)
+    return tok
 
 
-def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None) -> Tokenizer:
+def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None,
+                           binding: tuple | None = None) -> Tokenizer:
     """Unpickle a from_file Tokenizer. The checksum travels in the same pickle as
     the arrays, so it only detects accidents: the arrays get every check that
     compiling a tokenizer.json guarantees (check_compiled, deep) before they
@@ -597,6 +716,8 @@ def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_th
     except ValueError as exc:  # cache_size, encode_threads
         raise Qwen4ExpError(f"unpickling a Tokenizer: {exc}") from None
     tok._compiled_sha256 = sha256
+    if binding is not None:
+        tok._bind(*binding)
     return tok
 
 

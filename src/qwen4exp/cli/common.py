@@ -92,10 +92,12 @@ def read_input(path: str, what: str = "") -> bytes:
 CLI_EXTRA_HINT = 'pip install pyarrow tqdm (or, in a clone of qwen4exp: pip install ".[cli]")'
 RAY_EXTRA_HINT = 'pip install "ray[data]" pyarrow (or, in a clone of qwen4exp: pip install ".[ray]")'
 
-# The vocabulary of each chat format's models: the default of --vocab when
-# --chat-format is given (README, "Formats and vocabularies").
-FORMAT_VOCAB = {"qwen3": "qwen3", "qwen3-2507": "qwen3", "qwen3.5": "qwen3.6", "qwen3.6": "qwen3.6",
-                "qwen3.8": "qwen3.6"}
+def format_vocabulary(chat_format: str) -> str:
+    """The vocabulary of a chat format's models: the default of --vocab when
+    --chat-format is given (README, "Formats and vocabularies")."""
+    from ..formats import chat_format as format_named
+
+    return format_named(chat_format).vocabulary
 
 
 def need_module(module: str):
@@ -110,34 +112,37 @@ def need_module(module: str):
         ) from None
 
 
-def add_tokenizer_arguments(sp) -> None:
-    """--vocab NAME | --tokenizer PATH, for a command that tokenizes."""
-    from .._vocab_compile import ALIASES, BUNDLED
+def add_tokenizer_arguments(sp, with_format: bool = True) -> None:
+    """--vocab NAME | --tokenizer PATH, for a command that tokenizes;
+    `with_format`: the command has --chat-format (and reads chat requests),
+    whose models' vocabulary is the default."""
+    from ..vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES
 
     which = sp.add_mutually_exclusive_group()
-    names = ", ".join([*BUNDLED, *(f"{a} (= {b})" for a, b in ALIASES.items())])
-    which.add_argument("--vocab", metavar="NAME",
-                       help=f"a bundled vocabulary: {names} (default: the --chat-format's models' "
-                            "vocabulary, else qwen3)")
+    names = ", ".join([*VOCABULARIES, *(f"{a} (= {b})" for a, b in ALIASES.items())])
+    default = ("the vocabulary of the chat format's models (--chat-format, else the request's "
+               f'"chat_format"), else {DEFAULT_VOCABULARY}' if with_format else DEFAULT_VOCABULARY)
+    which.add_argument("--vocab", metavar="NAME", help=f"a bundled vocabulary: {names} (default: {default})")
     which.add_argument("--tokenizer", metavar="PATH",
                        help="a Qwen-family tokenizer.json, or a directory holding one")
 
 
-def add_chat_format_argument(sp) -> None:
-    """--chat-format F, for a command that renders chats."""
-    from ..formats import chat_formats
+def add_chat_format_argument(sp, default: str | None = None) -> None:
+    """--chat-format F, for a command that renders chats; `default` says what
+    the command does without it."""
+    from ..formats import chat_formats, default_format
+
+    if default is None:
+        default = f'the request\'s "chat_format", else the vocabulary\'s format ({default_format().name})'
 
     sp.add_argument("--chat-format", metavar="F", choices=chat_formats(), default=None,
-                    help=f"the chat format to render: {', '.join(chat_formats())} (default: qwen3)")
+                    help=f"the chat format to render: {', '.join(chat_formats())} (default: {default})")
 
 
-def chat_format_of(args) -> str:
-    return getattr(args, "chat_format", None) or "qwen3"
-
-
-def tokenizer_of(args=None):
+def tokenizer_of(args=None, chat_format: str | None = None):
     """The tokenizer a command uses: --tokenizer PATH, --vocab NAME, else the
-    vocabulary of the --chat-format's models (qwen3 without one)."""
+    vocabulary of the chat format's models: `chat_format` (the format a
+    request rendered in), else --chat-format (qwen3 without either)."""
     path = getattr(args, "tokenizer", None)
     if path:
         try:
@@ -146,8 +151,40 @@ def tokenizer_of(args=None):
             raise UsageError(f"--tokenizer {path}: {exc}") from None
     name = getattr(args, "vocab", None)
     if name is None:
-        return Tokenizer(FORMAT_VOCAB.get(chat_format_of(args), "qwen3"))
+        fmt = chat_format or getattr(args, "chat_format", None)
+        return Tokenizer(format_vocabulary(fmt)) if fmt is not None else Tokenizer()
     try:
         return Tokenizer(name)
     except Qwen4ExpError as exc:
         raise UsageError(f"--vocab: {exc}") from None
+
+
+def other_vocabulary_hint(ids, tok, args, with_format: bool) -> str:
+    """When `ids` hold an id past `tok`'s vocabulary: words to add to the
+    error that say which option reads them (the bundled vocabularies that
+    have every one of them, and the chat formats whose models use those),
+    else ""."""
+    from ..tokenizer import vocabularies
+
+    top = max((int(i) for i in ids), default=-1)
+    if top < tok.vocab_size:
+        return ""
+    if getattr(args, "tokenizer", None):
+        used = f"--tokenizer {args.tokenizer}"
+    elif getattr(args, "vocab", None):
+        used = f"--vocab {args.vocab}"
+    else:
+        fmt = getattr(args, "chat_format", None)
+        used = (f"{format_vocabulary(fmt)} (the vocabulary of --chat-format {fmt})" if fmt
+                else f"{tok.vocabulary} (the default vocabulary)")
+    fits = [name for name in vocabularies() if Tokenizer(name).vocab_size > top]
+    if not fits:
+        return (f"; id {top} is past every bundled vocabulary: --tokenizer PATH reads the model's own "
+                "tokenizer.json")
+    how = " or ".join(f"--vocab {name}" for name in fits)
+    from ..formats import chat_formats
+
+    formats = [f for f in chat_formats() if format_vocabulary(f) in fits] if with_format else []
+    if formats:
+        how += f" (or --chat-format {' / '.join(formats)}, whose models use it)"
+    return f"; these ids are not of {used}: read them with {how}"

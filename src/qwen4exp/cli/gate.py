@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import _vocab_compile
-from ..errors import Qwen4ExpError
+from ..vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+from ..errors import ChatFormatError, Qwen4ExpError
 from ..formats import chat_formats
 from ..gate import GateInputError, gate_tokenizer_file, run_gate
 from ..tokenizer import Tokenizer
-from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, FORMAT_VOCAB, write_stdout
+from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, format_vocabulary, write_stdout
 
 EXIT_FAILED = 1  # a check failed
 
 GATE_HELP = (
     "Model-free gate: check a tokenizer and the renderer before serving them.\n"
-    "The chat checks run in every chat format (qwen3, qwen3-2507, qwen3.5,\n"
-    "qwen3.6, qwen3.8) over the vocabulary checked, or in those --chat-format names.\n"
+    f"The chat checks run in every chat format of the vocabulary checked\n"
+    f"({', '.join(chat_formats())}: each of its own vocabulary), or in those --chat-format names.\n"
     "Over the packaged chat oracle (accepted and rejected requests: literal controls\n"
     "in content, tool names, arguments and schemas; text spelling media tokens;\n"
     "structured media, second system, unknown roles, malformed arguments) it checks\n"
@@ -36,11 +36,11 @@ GATE_HELP = (
 def add_arguments(sp) -> None:
     which = sp.add_mutually_exclusive_group()
     which.add_argument("--vocab", metavar="NAME",
-                       help=f"a bundled vocabulary ({', '.join(_vocab_compile.BUNDLED)}; default qwen3)")
+                       help=f"a bundled vocabulary ({', '.join(VOCABULARIES)}; default {DEFAULT_VOCABULARY})")
     which.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json, or a directory holding one")
     sp.add_argument("--chat-format", metavar="F", choices=chat_formats(), action="append", default=None,
-                    help="run the chat checks in format F (repeatable; default: every format; without "
-                         "--vocab, the vocabulary of F's models)")
+                    help="run the chat checks in format F (repeatable; default: every format of the "
+                         "vocabulary; without --vocab, the vocabulary of F's models)")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -50,9 +50,9 @@ def cmd_gate(args) -> int:
         if args.tokenizer:
             report = gate_tokenizer_file(args.tokenizer, formats)
         else:
-            name = args.vocab or (FORMAT_VOCAB[formats[0]] if formats else "qwen3")
             try:
-                tok = Tokenizer(name)
+                tok = Tokenizer(args.vocab) if args.vocab else (
+                    Tokenizer(format_vocabulary(formats[0])) if formats else Tokenizer())
             except Qwen4ExpError as exc:
                 print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
                 return EXIT_USAGE
@@ -60,5 +60,8 @@ def cmd_gate(args) -> int:
     except GateInputError as exc:
         print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except ChatFormatError as exc:  # --chat-format of another vocabulary
+        print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     write_stdout((json.dumps(report.to_json(), indent=1) if args.json else report.format()) + "\n")
     return EXIT_OK if report.ok else EXIT_FAILED

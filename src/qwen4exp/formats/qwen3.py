@@ -18,13 +18,14 @@ docs/FORMAT.md ("Where the formats depart from the templates"):
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
+from ._descriptor import ChatFormat
 from ._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
     TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
     NO_THINKING_PROMPT,
 )
 
-__all__ = ["QWEN3", "QWEN3_2507", "render_qwen3", "render_qwen3_2507"]
+__all__ = ["QWEN3", "QWEN3_2507", "render_qwen3", "render_qwen3_2507", "FORMATS"]
 
 QWEN3 = Rules("qwen3", trim=False, calls=JSON_CALLS, needs_query=False, thinking=True,
               preserve=None, effort=None)
@@ -143,3 +144,27 @@ def render_qwen3_2507(req: Request) -> tuple[list[bytes], list[int], bool]:
     """The Qwen3-Instruct-2507 template: Qwen3's without reasoning (an
     assistant's `reasoning_content` is not written) and with a bare generation prompt."""
     return _render(req, False)
+
+
+FORMATS = (
+    ChatFormat(
+        "qwen3", "qwen3", QWEN3, render_qwen3,
+        models="Qwen3 hybrid-thinking models (Qwen3-0.6B ... Qwen3-235B-A22B)",
+        templates={
+            # the template as first released, and its revision that tolerates non-string content
+            "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5": {},
+            "a55ee1b1660128b7098723e0abcd92caa0788061051c62d51cbe87d9cf1974d8": {},
+            "1d944ff8f268b611abb296cdd24d0f51981eef1c8647ac321c3a0258f61eb6c9": {},  # training variant
+        },
+        hints=("<function-name>", "enable_thinking"),
+    ),
+    ChatFormat(
+        "qwen3-2507", "qwen3", QWEN3_2507, render_qwen3_2507,
+        models="Qwen3-*-Instruct-2507 (no thinking)",
+        templates={
+            "64f85b198065d0fba2a81f37e10ed68161ce2c19a754c7100e67e0ca2ee9c326": {},
+            "48e17aa3caf5bf20075b6e7366864ee943e00b6f0752aadfe8b670c2ab0291a5": {},  # training variant
+        },
+        hints=("<function-name>",),
+    ),
+)

@@ -16,6 +16,9 @@ One template family (Qwen3.5 / 3.6 / 3.8 models' `chat_template.jinja`):
   3.8: on by default);
 * the generation prompt opens a THINK block (the marker and a newline; or
   writes an empty block when enable_thinking is False);
+* an image or video part is a placeholder, the VISION_START, IMAGE_PAD (or
+  VIDEO_PAD) and VISION_END markers, in user, assistant and tool messages
+  (qwen4exp.media); with add_vision_id a "Picture N: " label before it;
 * 3.8 writes a reasoning-effort instruction at the top of the system turn
   (xhigh, the default, and low; none for medium or with thinking off), and
   leaves out a system turn that would be empty.
@@ -29,20 +32,21 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
+from ._descriptor import ChatFormat
 from ._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
     TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
     NO_THINKING_PROMPT,
 )
 
-__all__ = ["QWEN35", "QWEN36", "QWEN38", "render_qwen35"]
+__all__ = ["QWEN35", "QWEN36", "QWEN38", "render_qwen35", "FORMATS"]
 
 QWEN35 = Rules("qwen3.5", trim=True, calls=XML_PYTHON, needs_query=True, thinking=True,
-               preserve=None, effort=None)
+               preserve=None, effort=None, media=True)
 QWEN36 = Rules("qwen3.6", trim=True, calls=XML_JSON, needs_query=True, thinking=True,
-               preserve=False, effort=None)
+               preserve=False, effort=None, media=True)
 QWEN38 = Rules("qwen3.8", trim=True, calls=XML_JSON, needs_query=True, thinking=True,
-               preserve=True, effort="xhigh")
+               preserve=True, effort="xhigh", media=True)
 
 # Parts strictly alternate CONTROL, DATA, ... as formats/_control.py says.
 _TOOLS_HEAD = b"# Tools\n\nYou have access to the following functions:\n\n<tools>"
@@ -77,6 +81,23 @@ _EFFORT_TEXT = {
 _FUNCTION = b"\n<function="
 _FUNCTION_END = b"</function>\n"
 _THINKING_PROMPT = (THINK, b"\n")
+
+
+def _with_media(parts: list[bytes], head: bytes, pieces: tuple, tail: bytes) -> bytes:
+    """Append DATA `head` + the first text of a content with media parts, then
+    each part's placeholder (CONTROL) and the text after it (DATA, `tail` after
+    the last). Returns the placeholders not yet written, when no DATA follows
+    them: the next CONTROL part starts with them (parts alternate)."""
+    parts.append(head + pieces[0])
+    last = len(pieces) - 1
+    pending = b""
+    for k in range(1, last, 2):
+        pending += pieces[k].placeholder
+        text = pieces[k + 1] + tail if k + 1 == last else pieces[k + 1]
+        if text:
+            parts += (pending, text)
+            pending = b""
+    return pending
 
 
 def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
@@ -124,25 +145,33 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
             mark(len(parts))
-            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
+            if type(content) is bytes:
+                extend((IM_START, b"user\n" + content, IM_END, b"\n"))
+            else:  # media parts
+                add(IM_START)
+                extend((_with_media(parts, b"user\n", content, b"") + IM_END, b"\n"))
         elif role == ASSISTANT:
             mark(len(parts))
             if keep_reasoning or i > last_query:
                 extend((IM_START, b"assistant\n", THINK, b"\n" + (reasoning or b"") + b"\n",
                         THINK_END))
-                body = b"\n\n" + content
+                head = b"\n\n"
             else:
                 add(IM_START)
-                body = b"assistant\n" + content
+                head = b"assistant\n"
+            if type(content) is bytes:
+                add(head + content + b"\n\n" if calls and content else head + content)
+                pending = b""
+            else:  # media parts (never empty; the calls' "\n\n" ends the last text)
+                pending = _with_media(parts, head, content, b"\n\n" if calls else b"")
             if calls:
-                add(body + b"\n\n" if content else body)
                 for k, (name, params) in enumerate(calls):
                     if k:
                         extend((TOOL_CALL_END, b"\n"))
                     extend((TOOL_CALL, b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))))
                 extend((TOOL_CALL_END_IM_END, b"\n"))
             else:
-                extend((body, IM_END, b"\n"))
+                extend((pending + IM_END, b"\n"))
         elif role == TOOL:
             if i == 0:  # no turn opened (the template's loop.previtem is undefined)
                 if parts:
@@ -157,7 +186,11 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
             else:
                 mark(len(parts))
                 add(b"\n")  # after the previous block's TOOL_RESPONSE_END
-            extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
+            if type(content) is bytes:
+                extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
+            else:  # media parts
+                add(TOOL_RESPONSE)
+                _with_media(parts, b"\n", content, b"\n")
             if i == n - 1 or msgs[i + 1].role != TOOL:
                 extend((TOOL_RESPONSE_END_IM_END, b"\n"))
             else:
@@ -171,3 +204,38 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
         extend((IM_START, b"assistant\n"))
         extend(_THINKING_PROMPT if opens_reasoning else NO_THINKING_PROMPT)
     return parts, spans, opens_reasoning
+
+
+_XML = ("<function=", "enable_thinking")
+FORMATS = (
+    ChatFormat(
+        "qwen3.5", "qwen3.6", QWEN35, render_qwen35,
+        models="Qwen3.5 (the 0.8B and 2B models' template turns thinking off by default)",
+        templates={
+            "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715": {},
+            "ccf356d8f238e287c047b1ef589850fd6b2b44e6cb29079e26c635fb9b8111ef": {},  # training variant
+            # Qwen3.5-0.8B / 2B: the same format, thinking off unless asked for
+            "273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80": {"enable_thinking": False},
+            "f32fe3e21c20f59d193244181c8b4c324c73a8cd313ddf825633a9ecfd2afad2": {"enable_thinking": False},
+        },
+        hints=_XML,
+    ),
+    ChatFormat(
+        "qwen3.6", "qwen3.6", QWEN36, render_qwen35,
+        models="Qwen3.6 (Qwen3.6-27B, Qwen3.6-35B-A3B)",
+        templates={
+            "e84f32a23fdda27689f868aa4a1a5621f41133e51a48d7f3efcbea2839574259": {},
+            "c5a26eaf3aab77fdc4ec696540ff896713ff0764f552ce9f597ede99fc673034": {},  # training variant
+        },
+        hints=(*_XML, "preserve_thinking"),
+    ),
+    ChatFormat(
+        "qwen3.8", "qwen3.6", QWEN38, render_qwen35,
+        models="Qwen3.8 (Qwen3.8-27B)",
+        templates={
+            "c3cf9e34abf4f9e36c2d72165aa9c132d3e2a725b6c2586aaa3a8af9d7a81041": {},
+            "320c2f734288f91c341c1c3c9690e4e6aba07a27852bf88d7c8481c880168288": {},  # training variant
+        },
+        hints=(*_XML, "preserve_thinking", "reasoning_effort"),
+    ),
+)

@@ -1,0 +1,75 @@
+"""What a chat format is: one descriptor holds everything that is one format's.
+
+A format module (formats/qwen3.py, formats/qwen35.py, ...) builds one
+`ChatFormat` per format it speaks and `formats.register` adds it to the
+registry. Everything else (the renderer, the validator, the completion
+parser, the gate, the command line, the Ray path, model-folder loading)
+reads a format's facts from its descriptor and never branches on its name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..chat_validate import JSON_CALLS, Request, Rules
+
+__all__ = ["ChatFormat", "template_digest", "OPTION_NAMES"]
+
+#: The render options a format may have, in the order the help lists them.
+OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort")
+
+Renderer = Callable[[Request], "tuple[list[bytes], list[int], bool]"]
+
+
+def template_digest(template: str) -> str:
+    """The fingerprint of a chat template: SHA-256 of its text without the
+    surrounding whitespace (a template saved as chat_template.jinja usually
+    ends with a newline that tokenizer_config.json's copy lacks)."""
+    return hashlib.sha256(template.strip().encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class ChatFormat:
+    """One chat format: its name, its vocabulary, its rules, its renderer and
+    how a model folder's template is recognised as this format."""
+
+    name: str
+    #: The bundled vocabulary its models use (qwen4exp.vocabulary).
+    vocabulary: str
+    #: What validation needs (trimming, call style, option defaults).
+    rules: Rules
+    #: Validated request -> (alternating CONTROL/DATA parts, span marks, opens reasoning).
+    render: Renderer
+    #: The models that speak it (help texts and docs).
+    models: str
+    #: template_digest() of each official template (and known revision) of the
+    #: format -> the render options that template implies (e.g. the Qwen3.5
+    #: small models' template turns thinking off by default).
+    templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Substrings only this format's templates contain, most telling first:
+    #: used to name the nearest format for a template no digest matches.
+    hints: tuple[str, ...] = ()
+    #: Other names the format answers to.
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The render options this format has (enable_thinking, ...)."""
+        rules = self.rules
+        have = (rules.thinking is not None, rules.preserve is not None, rules.effort is not None)
+        return tuple(name for name, ok in zip(OPTION_NAMES, have) if ok)
+
+    @property
+    def tool_calls(self) -> str:
+        """How a tool call is written: "json" (one object) or "xml" (<function=...>)."""
+        return "json" if self.rules.calls == JSON_CALLS else "xml"
+
+    @property
+    def media(self) -> bool:
+        """Whether image and video parts render in this format."""
+        return bool(getattr(self.rules, "media", False))
+
+    def __repr__(self) -> str:
+        return f"ChatFormat({self.name!r}, vocabulary={self.vocabulary!r})"
