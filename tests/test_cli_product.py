@@ -277,17 +277,32 @@ def test_request_options_in_every_command(capsys, tmp_path, hf_full36, fmt):
         assert [json.loads(line)["ids"] for line in out.read_text().splitlines()] == [ids]
 
 
-def test_request_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
-    """The run's --chat-format (qwen3 without one) fixes the vocabulary: a
-    request naming another format is an input error (exit 3) naming the field
-    and both formats; in batch a failed record, as is an option the format lacks."""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+def test_a_request_files_chat_format_is_used(capsys, tmp_path, hf_full36):
+    """A request file's "chat_format" picks the format, and with it the
+    vocabulary, in every command that reads one: --chat-format is not needed,
+    may repeat it, and only one that names another format is refused (exit 3,
+    naming the field and both formats)."""
     f = tmp_path / "chat.json"
     f.write_text(json.dumps({**REQUEST, "chat_format": "qwen3.6"}), encoding="utf-8")
-    for args, run_format in ((("render", f), "qwen3"), (("encode", "--chat", f), "qwen3"),
-                             (("count", "--chat", f), "qwen3"), (("parse", "--prompt", f, "1"), "qwen3"),
-                             (("render", f, "--chat-format", "qwen3.8"), "qwen3.8")):
+    text = formats.reference_text({**REQUEST, "add_generation_prompt": True}, "qwen3.6")
+    ids = hf_full36.encode(text, add_special_tokens=False).ids
+    for repeat in ((), ("--chat-format", "qwen3.6")):
+        code, out, err = run(capsys, "render", f, "--json", "--add-generation-prompt", *repeat)
+        assert code == 0 and json.loads(out)["text"] == text, err
+        code, out, err = run(capsys, "encode", "--chat", f, "--add-generation-prompt", *repeat)
+        assert code == 0 and json.loads(out) == ids, err
+        code, out, err = run(capsys, "count", "--chat", f, "--add-generation-prompt", *repeat)
+        assert code == 0 and int(out) == len(ids), err
+        code, out, err = run(capsys, "render", f, "--table", *repeat)  # the table's ids: the 3.6 vocabulary
+        assert code == 0 and str(hf_full36.token_to_id("<|im_start|>")) in out, err
+    reply = hf_full36.encode("Hm.\n</think>\n\nSunny.<|im_end|>", add_special_tokens=False).ids
+    code, out, err = run(capsys, "parse", "--prompt", f, *reply)  # the prompt opened <think>
+    assert code == 0 and json.loads(out)["content"] == "Sunny.", err
+    assert json.loads(out)["reasoning_content"] == "Hm."
+    for args, run_format in ((("render", f, "--chat-format", "qwen3.8"), "qwen3.8"),
+                             (("encode", "--chat", f, "--chat-format", "qwen3"), "qwen3"),
+                             (("count", "--chat", f, "--chat-format", "qwen3.5"), "qwen3.5"),
+                             (("parse", "--prompt", f, "--chat-format", "qwen3", "1"), "qwen3")):
         code, out, err = run(capsys, *args)
         assert code == 3 and out == "", err
         assert '"chat_format"' in err and "'qwen3.6'" in err and f"'{run_format}'" in err
@@ -295,6 +310,13 @@ def test_request_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
     code, _, err = run(capsys, "render", f)
     assert code == 3 and "ChatFormatError" in err and "preserve_thinking" in err
 
+
+def test_batch_records_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
+    """batch renders every record in the run's --chat-format (qwen3 without
+    one), whose vocabulary tokenizes them all: a record naming another format
+    fails, as does one with an option the format lacks."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
     records = [{**REQUEST, "chat_format": "qwen3.6"}, {**REQUEST, "preserve_thinking": True},
                {**REQUEST, "chat_format": "qwen3"}, {"text": "ok"}]
     jsonl = tmp_path / "in.jsonl"
@@ -341,6 +363,41 @@ def test_each_command_help_has_examples_and_its_own_exit_codes(capsys, command):
     else:
         assert "1" not in codes
     assert epilog == COMMAND_EPILOGS[command] + "\n"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_help_mentions_only_its_own_options(capsys, command):
+    """Every --option a command's help names (its description, its options'
+    help, its examples) is one that command takes."""
+    from qwen4exp.cli.main import COMMANDS as RUNNERS
+    from qwen4exp.cli.parser import build_parser
+
+    sub = next(a for a in build_parser(RUNNERS)._actions if a.dest == "command").choices[command]
+    own = {o for a in sub._actions for o in a.option_strings}
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+    assert named and named <= own, sorted(named - own)
+
+
+@pytest.mark.parametrize("command", ["decode", "parse"])
+def test_ids_of_the_other_vocabulary_name_the_option_that_reads_them(capsys, command, tok36):
+    """Qwen3.6 ids read with the default (Qwen3) vocabulary: exit 3 with a
+    message naming the option that reads them, and only options the command
+    has (decode has no --chat-format); past every vocabulary: --tokenizer."""
+    ids = tok36.encode("héllo") + [tok36.atoms["<|im_end|>"]]
+    assert max(ids) >= qwen4exp.Tokenizer().vocab_size
+    code, out, err = run(capsys, command, *ids)
+    assert code == 3 and out == ""
+    assert "not of qwen3 (the default vocabulary): read them with --vocab qwen3.6" in err, err
+    assert ("--chat-format qwen3.5 / qwen3.6 / qwen3.8" in err) == (command == "parse"), err
+    code, out, err = run(capsys, command, "--vocab", "qwen3.6", *ids)
+    assert code == 0, err
+    code, out, err = run(capsys, command, 10**9)
+    assert code == 3 and "past every bundled vocabulary: --tokenizer PATH" in err, err
+    code, _, err = run(capsys, command, 5, 10**9 - 1)  # the largest id decides; the order does not
+    assert code == 3 and "id 999999999" in err and "--tokenizer PATH" in err, err
 
 
 def test_no_install_line_names_an_unpublished_package():

@@ -58,8 +58,8 @@ from .common import (
     InputError,
     OutputError,
     UsageError,
-    chat_format_of,
     flush_stdout,
+    other_vocabulary_hint,
     read_input,
     silence_stdout,
     tokenizer_of,
@@ -96,8 +96,10 @@ def _load_request(path: str, args=None):
         obj = loads_json(text)
     except JsonError as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
-    try:  # the run's format (--chat-format) fixes the vocabulary: the request may only repeat it
-        messages, options = request_from_json(obj, where, chat_format_of(args))
+    # --chat-format, when given, fixes the format and its vocabulary: the request may only repeat it;
+    # without it the request's own "chat_format" (else render_chat's default) is used
+    try:
+        messages, options = request_from_json(obj, where, getattr(args, "chat_format", None))
     except RecordError as exc:
         raise InputError(str(exc)) from None
     extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
@@ -191,7 +193,7 @@ def cmd_demo(args) -> int:
     path = example_path()
     messages, options = _load_request(path, args)
     chat = _render(messages, options, path)
-    tok = tokenizer_of(args)
+    tok = tokenizer_of(args, chat.chat_format)
     ids = tok.encode_chat(chat)
     per_segment = _segment_ids(tok, chat)
     assert np.array_equal(np.concatenate(per_segment), ids)  # each segment stands alone
@@ -292,7 +294,7 @@ def cmd_render(args) -> int:
     out = "".join(parts)
     _write(out if out.endswith("\n") else out + "\n")
     if args.table:
-        tok = tokenizer_of(args)
+        tok = tokenizer_of(args, chat.chat_format)
         _write("\n")
         for seg, seg_ids in zip(chat.segments, _segment_ids(tok, chat)):
             text = chat.data[seg.start : seg.end].decode("utf-8")
@@ -311,14 +313,15 @@ def _format_ids(ids, fmt: str) -> str:
 def _encode_input(args):
     """ids of the command's input: text, or a chat request with --chat."""
     _check_chat_options(args)
-    tok = tokenizer_of(args)
     if args.chat:
         if args.text is not None:
             raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
         path = "-" if args.file is None else args.file
         messages, options = _load_request(path, args)
         chat = _render(messages, options, "stdin" if path == "-" else path)
+        tok = tokenizer_of(args, chat.chat_format)
         return tok, tok.encode_chat(chat)
+    tok = tokenizer_of(args)
     text = _read_text(args)
     try:
         return tok, tok.encode(text)
@@ -345,10 +348,10 @@ def cmd_count(args) -> int:
     if args.chat:
         if args.text is not None:
             raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
-        tok = tokenizer_of(args)
         path = "-" if args.file is None else args.file
         messages, options = _load_request(path, args)
-        n = tok.count_chat(_render(messages, options, "stdin" if path == "-" else path))
+        chat = _render(messages, options, "stdin" if path == "-" else path)
+        n = tokenizer_of(args, chat.chat_format).count_chat(chat)
     else:
         tok = tokenizer_of(args)
         text = _read_text(args)
@@ -398,7 +401,7 @@ def cmd_decode(args) -> int:
     try:
         data = tok.decode_bytes(ids)
     except Qwen4ExpError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(f"{exc}{other_vocabulary_hint(ids, tok, args, with_format=False)}") from None
     end = b"" if args.no_newline else b"\n"
     if args.bytes:
         write_stdout(data + end)
@@ -436,7 +439,7 @@ def cmd_parse(args) -> int:
                                        in_reasoning=True if args.in_reasoning else None,
                                        calls_in_reasoning=args.calls_in_reasoning)
     except Qwen4ExpError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(f"{exc}{other_vocabulary_hint(ids, tok, args, with_format=True)}") from None
     _write(json.dumps(message, ensure_ascii=False, indent=args.indent) + "\n")
     return EXIT_OK
 

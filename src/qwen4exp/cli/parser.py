@@ -116,7 +116,8 @@ CHAT_INPUT_HELP = (
     'a chat request: a JSON object {"messages": [...], "tools": [...], '
     '"add_generation_prompt": bool, "enable_thinking": bool, "preserve_thinking": bool, '
     '"reasoning_effort": "xhigh"|"medium"|"low", "chat_format": F} (only "messages" is required; '
-    'an option the format lacks is an error; "chat_format", if given, must be the --chat-format), '
+    'an option the format lacks is an error; "chat_format" picks the format, and with --chat-format '
+    'it must name that one), '
     "or a bare JSON list of messages"
 )
 
@@ -189,7 +190,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         "(ordinary BPE ids) while the template's markers became atom ids.",
     )
     sp.add_argument("--full", action="store_true", help="do not shorten long segments and id lists")
-    add_chat_format_argument(sp)
+    add_chat_format_argument(sp, "qwen3")
     tokenizer_opt(sp)
 
     sp = add(
@@ -235,7 +236,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     ids_opts(sp)
     sp.add_argument("--bytes", action="store_true", help="write the raw bytes")
     sp.add_argument("--no-newline", "-n", action="store_true", help="no newline after the text")
-    tokenizer_opt(sp)
+    tokenizer_opt(sp, with_format=False)  # decode renders nothing: no --chat-format
 
     sp = add(
         "parse",
@@ -252,7 +253,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     sp.add_argument("--prompt", metavar="FILE|-", help="the chat request the ids answer (JSON)")
     sp.add_argument("--tools", metavar="FILE|-",
                     help="a JSON list of tool schemas that type the arguments (default: the prompt's)")
-    add_chat_format_argument(sp)
+    add_chat_format_argument(sp, "the --prompt's format, else qwen3")
     sp.add_argument("--in-reasoning", action="store_true",
                     help=f"the prompt already opened {Marker.THINK}: the ids start inside reasoning")
     sp.add_argument("--calls-in-reasoning", choices=("text", "call"), default="text",
@@ -335,7 +336,8 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
                          "token as encode_chat(..., return_masks=True): what to train on")
     sp.add_argument("--keep-columns", action="store_true",
                     help="carry every other field of the input records (JSONL keys, Parquet columns) into OUT")
-    add_chat_format_argument(sp)
+    add_chat_format_argument(sp, 'qwen3; every record is rendered in it, and one whose "chat_format" names '
+                                 "another fails")
     tokenizer_opt(sp)
 
     sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",
