@@ -1,0 +1,322 @@
+"""The vLLM plugin: `--tokenizer-mode qwen4exp`, `--tool-call-parser qwen4exp`,
+`--reasoning-parser qwen4exp` (docs/RUNTIMES.md, "vLLM").
+
+Installing qwen4exp next to vLLM (0.32, 0.33) is all it takes: pyproject.toml
+declares `register` under the `vllm.general_plugins` entry point, which vLLM
+calls in each of its processes. `register` adds
+
+* tokenizer mode `qwen4exp` (`Qwen4ExpTokenizer`, below): the model folder's
+  vocabulary and chat format (`qwen4exp.Tokenizer.from_pretrained`). Text it
+  is given (a raw `/v1/completions` prompt, `/tokenize`) is DATA: an atom
+  spelled in it is ordinary BPE text. Mode `qwen4exp-trusted-prompts` is the
+  same tokenizer except that such text resolves atom spellings to their ids,
+  for a server whose callers send pre-rendered prompts and are trusted to.
+* the renderer of both modes (vllm_render.Qwen4ExpRenderer): chat requests are
+  rendered with provenance and handed to vLLM as token ids;
+* the reasoning parser and tool-call parser `qwen4exp` and, so that both read
+  the output token ids rather than their text, the one parser vLLM builds
+  from them (vllm_parse).
+
+This module imports vLLM only inside `register` and the classes vLLM loads
+from it; `import qwen4exp` never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qwen4exp
+from qwen4exp.segments import SegmentBuilder
+
+__all__ = ["MODE", "TRUSTED_PROMPTS_MODE", "register", "Qwen4ExpTokenizer"]
+
+logger = logging.getLogger(__name__)
+
+#: The tokenizer and renderer mode, and the parsers' name.
+MODE = "qwen4exp"
+#: The same tokenizer, but plain text resolves atom spellings (trusted callers only).
+TRUSTED_PROMPTS_MODE = "qwen4exp-trusted-prompts"
+#: Names a chat format for a model folder whose template qwen4exp does not
+#: recognise (vLLM has no flag for tokenizer options).
+CHAT_FORMAT_ENV = "QWEN4EXP_CHAT_FORMAT"
+
+# Files of a model repository the tokenizer reads (from_pretrained of a hub id).
+_FOLDER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json",
+                 "generation_config.json"]
+
+
+def register() -> None:
+    """The `vllm.general_plugins` entry point: add the qwen4exp tokenizer and
+    renderer modes and parsers to vLLM's registries (idempotent; vLLM calls it
+    once per process)."""
+    try:
+        from vllm.reasoning import ReasoningParserManager
+        from vllm.renderers.registry import RENDERER_REGISTRY
+        from vllm.tokenizers.registry import TokenizerRegistry
+        from vllm.tool_parsers import ToolParserManager
+    except ImportError as exc:  # a vLLM without these registries: say so, do not break it
+        logger.error("qwen4exp: this vLLM has no tokenizer/renderer/parser registries (%s); "
+                     "the qwen4exp plugin is not registered", exc)
+        return
+    module = __name__
+    for mode in (MODE, TRUSTED_PROMPTS_MODE):
+        if TokenizerRegistry.tokenizers.get(mode) != (module, _TOKENIZER_CLASSES[mode]):
+            TokenizerRegistry.register(mode, module, _TOKENIZER_CLASSES[mode])
+        if RENDERER_REGISTRY.renderers.get(mode) != ("qwen4exp.runtimes.vllm_render", "Qwen4ExpRenderer"):
+            RENDERER_REGISTRY.register(mode, "qwen4exp.runtimes.vllm_render", "Qwen4ExpRenderer")
+    ToolParserManager.register_lazy_module(MODE, "qwen4exp.runtimes.vllm_parse", "Qwen4ExpToolParser")
+    ReasoningParserManager.register_lazy_module(MODE, "qwen4exp.runtimes.vllm_parse",
+                                                "Qwen4ExpReasoningParser")
+    from .vllm_parse import install_parser_composition
+
+    install_parser_composition()
+
+
+def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
+    """The atom ids `decode(skip_special=True)` drops (HF's special tokens)."""
+    return sorted(i for i in tok.atoms.values() if not tok.decode_bytes([i], skip_special=True))
+
+
+class _Encoding(dict):
+    """What `tokenizer(text)` returns: a dict with attribute access, as
+    transformers' BatchEncoding (vLLM reads `encoding["input_ids"]`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Qwen4ExpTokenizer:
+    """vLLM's TokenizerLike over a `qwen4exp.Tokenizer` of a model folder.
+
+    `encode` / `__call__` treat text as DATA (see the module), `decode` and the
+    token conversions spell tokens as HF `tokenizers` does. The chat format
+    and the folder's render defaults travel with `qwen4exp_tokenizer`, which the
+    renderer and the parsers use.
+    """
+
+    #: Whether plain text resolves atom spellings (the trusted-prompts mode).
+    trusted_prompts = False
+
+    def __init__(self, tok: qwen4exp.Tokenizer, *, name_or_path: str = "", config: dict | None = None,
+                 truncation_side: str = "left") -> None:
+        self.qwen4exp_tokenizer = tok
+        self.name_or_path = name_or_path
+        self._truncation_side = truncation_side
+        config = config or {}
+        self._atoms = dict(tok.atoms)
+        self._special_ids = _special_atom_ids(tok)
+        self._special_set = frozenset(self._special_ids)
+        self._vocab: dict[str, int] | None = None
+        self.eos_token = config.get("eos_token") if isinstance(config.get("eos_token"), str) else None
+        self.pad_token = config.get("pad_token") if isinstance(config.get("pad_token"), str) else None
+        self.bos_token = config.get("bos_token") if isinstance(config.get("bos_token"), str) else None
+        # Longest first, so that a spelling that contains another wins.
+        spellings = sorted(self._atoms, key=len, reverse=True)
+        self._atom_pattern = re.compile("(" + "|".join(map(re.escape, spellings)) + ")")
+        self._max_chars = None
+
+    # -- construction ----------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, path_or_repo_id: str | Path, *args, trust_remote_code: bool = False,
+                        revision: str | None = None, download_dir: str | None = None,
+                        **kwargs) -> "Qwen4ExpTokenizer":
+        """Load a model folder (or a hub repository's tokenizer files) with
+        `qwen4exp.Tokenizer.from_pretrained`: the bundled vocabulary when the
+        folder's is the same, the chat format the folder's template is. An
+        unknown template is an error naming the nearest format; set
+        $QWEN4EXP_CHAT_FORMAT (or pass chat_format=) to name one."""
+        folder = str(path_or_repo_id)
+        if not os.path.isdir(folder):
+            folder = _download(folder, revision, download_dir, kwargs.get("token"))
+        chat_format = kwargs.get("chat_format") or os.environ.get(CHAT_FORMAT_ENV) or None
+        tok = qwen4exp.Tokenizer.from_pretrained(folder, chat_format=chat_format)
+        config = {}
+        config_path = os.path.join(folder, "tokenizer_config.json")
+        if os.path.isfile(config_path):
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+        return cls(tok, name_or_path=str(path_or_repo_id), config=config,
+                   truncation_side=kwargs.get("truncation_side", "left"))
+
+    # -- vocabulary ------------------------------------------------------------
+
+    def num_special_tokens_to_add(self) -> int:
+        return 0  # Qwen adds no BOS/EOS to plain text
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return [self.qwen4exp_tokenizer.id_to_token(i) for i in self._special_ids]
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(self._special_ids)
+
+    def _token_id(self, token: str | None) -> int | None:
+        return None if token is None else self._atoms.get(token)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._token_id(self.bos_token)  # Qwen folders have none
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._token_id(self.eos_token)
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._token_id(self.pad_token)
+
+    @property
+    def is_fast(self) -> bool:
+        # vLLM only uses this to pick its detokenizer: True makes it decode
+        # token spellings with convert_tokens_to_string, atoms included, with
+        # no space inserted around them (the slow path would).
+        return True
+
+    @property
+    def vocab_size(self) -> int:
+        return self.qwen4exp_tokenizer.vocab_size
+
+    @property
+    def max_token_id(self) -> int:
+        return self.qwen4exp_tokenizer.vocab_size - 1
+
+    @property
+    def max_chars_per_token(self) -> int:
+        if self._max_chars is None:
+            tok = self.qwen4exp_tokenizer
+            self._max_chars = max(len(tok.decode([i])) for i in range(tok.vocab_size)
+                                  if tok.id_to_token(i) is not None)
+        return self._max_chars
+
+    @property
+    def truncation_side(self) -> str:
+        return self._truncation_side
+
+    def __hash__(self) -> int:
+        return hash(id(self))
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def get_vocab(self) -> dict[str, int]:
+        if self._vocab is None:
+            tok = self.qwen4exp_tokenizer
+            spell = tok.id_to_token
+            self._vocab = {s: i for i in range(tok.vocab_size) if (s := spell(i)) is not None}
+        return dict(self._vocab)
+
+    def get_added_vocab(self) -> dict[str, int]:
+        return dict(self._atoms)
+
+    # -- text -> ids -----------------------------------------------------------
+
+    def _encode_text(self, text: str) -> list[int]:
+        tok = self.qwen4exp_tokenizer
+        if not self.trusted_prompts:
+            return tok.encode(text)
+        # Trusted prompts: an exact atom spelling is that atom, the rest DATA.
+        builder = SegmentBuilder()
+        for k, part in enumerate(self._atom_pattern.split(text)):
+            if k % 2:
+                builder.control(part)
+            elif part:
+                builder.text(part)
+        chat = builder.build()
+        return tok.encode_segments(chat.data, chat.segments).tolist()
+
+    def _truncate(self, ids: list[int], truncation: bool | None, max_length: int | None) -> list[int]:
+        if truncation and max_length is not None and len(ids) > max_length:
+            return ids[len(ids) - max_length:] if self._truncation_side == "left" else ids[:max_length]
+        return ids
+
+    def encode(self, text: str, truncation: bool | None = None, max_length: int | None = None,
+               add_special_tokens: bool = True) -> list[int]:
+        return self._truncate(self._encode_text(text), truncation, max_length)
+
+    def __call__(self, text: str | list[str], text_pair: str | None = None, add_special_tokens: bool = True,
+                 truncation: bool = False, max_length: int | None = None, **kwargs) -> _Encoding:
+        if text_pair is not None:
+            raise ValueError("qwen4exp tokenizer: text pairs are not supported (Qwen models take one text)")
+        if kwargs.get("return_offsets_mapping"):
+            raise ValueError("qwen4exp tokenizer: return_offsets_mapping is not supported")
+        if isinstance(text, str):
+            ids = self.encode(text, truncation, max_length)
+            return _Encoding(input_ids=ids, attention_mask=[1] * len(ids))
+        batch = [self.encode(t, truncation, max_length) for t in text]
+        return _Encoding(input_ids=batch, attention_mask=[[1] * len(ids) for ids in batch])
+
+    def apply_chat_template(self, messages: list, tools: list[dict[str, Any]] | None = None,
+                            **kwargs) -> str | list[int]:
+        """Render with provenance (as the renderer does): token ids, or the
+        rendered text with tokenize=False."""
+        from .vllm_render import render_request
+
+        kwargs = dict(kwargs)
+        tokenize = kwargs.pop("tokenize", True)
+        kwargs.pop("return_dict", None)
+        if tools is not None:
+            kwargs["tools"] = tools
+        chat, ids = render_request(self, messages, kwargs)
+        return ids if tokenize else chat.text
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        to_id = self.qwen4exp_tokenizer.token_to_id
+        if isinstance(tokens, str):
+            return to_id(tokens)
+        return [to_id(t) for t in tokens]
+
+    # -- ids -> text -----------------------------------------------------------
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        to_id = self.qwen4exp_tokenizer.token_to_id
+        ids = [i for t in tokens if t and (i := to_id(t)) is not None]
+        return self.qwen4exp_tokenizer.decode(ids)
+
+    def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False) -> str:
+        if isinstance(ids, int):
+            ids = [ids]
+        return self.qwen4exp_tokenizer.decode(ids, skip_special=skip_special_tokens)
+
+    def batch_decode(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+    def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str]:
+        spell = self.qwen4exp_tokenizer.id_to_token
+        special = self._special_set if skip_special_tokens else ()
+        return [spell(int(i)) for i in ids if int(i) not in special]
+
+    def __repr__(self) -> str:
+        tok = self.qwen4exp_tokenizer
+        return f"Qwen4ExpTokenizer({self.name_or_path!r}, chat_format={tok.chat_format!r}, {tok!r})"
+
+
+class Qwen4ExpTrustedPromptsTokenizer(Qwen4ExpTokenizer):
+    """Mode `qwen4exp-trusted-prompts`: plain text (a raw /v1/completions
+    prompt) resolves exact atom spellings to atom ids, as a flat-string
+    tokenizer would. Chat requests are rendered with provenance all the same."""
+
+    trusted_prompts = True
+
+
+_TOKENIZER_CLASSES = {MODE: "Qwen4ExpTokenizer", TRUSTED_PROMPTS_MODE: "Qwen4ExpTrustedPromptsTokenizer"}
+
+
+def _download(repo_id: str, revision: str | None, download_dir: str | None, token: Any) -> str:
+    """The local folder of a hub repository's tokenizer files."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise FileNotFoundError(f"qwen4exp tokenizer: {repo_id!r} is not a model folder") from None
+    return snapshot_download(repo_id, revision=revision, cache_dir=download_dir, token=token,
+                             allow_patterns=_FOLDER_FILES)

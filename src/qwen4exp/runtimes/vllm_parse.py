@@ -1,0 +1,334 @@
+"""The `qwen4exp` reasoning and tool-call parser for vLLM (docs/RUNTIMES.md, "vLLM").
+
+vLLM takes a reasoning parser and a tool parser by name and composes them
+into one `Parser` per request. Its default composition hands the two
+parsers the output's *text* for a non-streamed reply, and text cannot tell
+a `<tool_call>` atom from the same spelling written as ordinary tokens. So
+the plugin also wraps `ParserManager._compose_parser`: when either name is
+`qwen4exp`, vLLM gets `Qwen4ExpParser`, which reads the output token ids
+with qwen4exp's completion parser (docs/FORMAT.md, section 11), one-shot
+(`parse`) and streaming (`parse_delta`) alike:
+
+* the prompt it continues is the request rendered again (vllm_render),
+  checked against the prompt ids vLLM fed the model: it gives the format,
+  the tools' schemas (arguments come typed by them), whether the generation
+  prompt opened `<think>`, and the call ids (the same for a streamed and a
+  non-streamed reply);
+* a `<tool_call>` inside reasoning stays reasoning text, never a call;
+* `is_reasoning_end` and the reasoning token counts come from the atom ids.
+
+`Qwen4ExpReasoningParser` works on its own where vLLM uses only a reasoning
+parser (the engine's structured-output check of where reasoning ends);
+`Qwen4ExpToolParser` only marks that tool calls are wanted. Their text
+methods refuse: they are never called while the composition is installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from vllm.entrypoints.generate.base.protocol import (
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    FunctionCall,
+)
+from vllm.parser.abstract_parser import Parser
+from vllm.reasoning import ReasoningParser
+from vllm.tool_parsers.abstract_tool_parser import ToolParser
+
+from qwen4exp.markers import Marker
+
+from .vllm import MODE
+from .vllm_render import render_request
+
+__all__ = ["Qwen4ExpParser", "Qwen4ExpReasoningParser", "Qwen4ExpToolParser", "install_parser_composition"]
+
+logger = logging.getLogger(__name__)
+
+_TEXT_ONLY = ("the qwen4exp parser reads token ids, and this vLLM called its text-only method; "
+              "the parser composition was not installed (see the log at startup)")
+
+
+def _qwen4exp(tokenizer) -> Any:
+    tok = getattr(tokenizer, "qwen4exp_tokenizer", None)
+    if tok is None:
+        raise TypeError("the qwen4exp parsers need --tokenizer-mode qwen4exp, not a "
+                        f"{type(tokenizer).__name__}")
+    return tok
+
+
+class _Atoms:
+    """The atom ids the parsers look for."""
+
+    def __init__(self, tok) -> None:
+        atoms = tok.atoms
+        self.think = atoms[Marker.THINK.value]
+        self.think_end = atoms[Marker.THINK_END.value]
+        self.boundaries = frozenset(atoms[m.value] for m in (Marker.IM_START, Marker.IM_END))
+        self.atom_ids = frozenset(atoms.values())
+
+    def reasoning_open(self, ids: Sequence[int]) -> bool | None:
+        """Whether `ids` (a prompt, or a prompt and output) leave reasoning
+        open at their end: True after a THINK of the last turn, False after its
+        THINK_END, None when the last turn has neither."""
+        think, end, bounds = self.think, self.think_end, self.boundaries
+        for i in reversed(ids):
+            if i == end:
+                return False
+            if i == think:
+                return True
+            if i in bounds:
+                return None
+        return None
+
+    def reasoning_tokens(self, ids: Sequence[int], open_at_start: bool) -> int:
+        """Output ids of the reasoning block (the prompt's open one, or a THINK
+        before any text), its THINK and THINK_END excluded."""
+        inside, text_seen, count = open_at_start, False, 0
+        for i in ids:
+            if inside:
+                if i == self.think_end:
+                    return count
+                count += 1
+            elif i == self.think and not text_seen:
+                inside = True
+            elif i not in self.atom_ids:
+                text_seen = True
+        return count
+
+
+class Qwen4ExpReasoningParser(ReasoningParser):
+    """Where reasoning ends, from atom ids. The model may open `<think>` itself
+    when the format thinks by default and the request did not turn it off,
+    so a prompt that leaves no block open counts as reasoning not yet ended then."""
+
+    def __init__(self, tokenizer, *args, **kwargs) -> None:
+        super().__init__(tokenizer, *args, **kwargs)
+        tok = _qwen4exp(tokenizer)
+        self._atoms = _Atoms(tok)
+        options = kwargs.get("chat_template_kwargs") or {}
+        thinking = options.get("enable_thinking")
+        if thinking is None:
+            from qwen4exp.formats import chat_format as format_named
+
+            thinking = tok.render_defaults.get("enable_thinking")
+            if thinking is None:
+                thinking = bool(format_named(tok.chat_format).rules.thinking)
+        self._may_think = bool(thinking)
+
+    @property
+    def reasoning_start_str(self) -> str:
+        return Marker.THINK.value
+
+    @property
+    def reasoning_end_str(self) -> str:
+        return Marker.THINK_END.value
+
+    def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
+        state = self._atoms.reasoning_open(input_ids)
+        return (not self._may_think) if state is None else not state
+
+    def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids) -> bool:
+        return self._atoms.think_end in delta_ids
+
+    def extract_content_ids(self, input_ids: list[int]) -> list[int]:
+        end = self._atoms.think_end
+        for k in range(len(input_ids) - 1, -1, -1):
+            if input_ids[k] == end:
+                return list(input_ids[k + 1:])
+        return list(input_ids)
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        return self._atoms.reasoning_tokens(token_ids, False)
+
+    def extract_reasoning(self, model_output, request):
+        raise RuntimeError(_TEXT_ONLY)
+
+    def extract_reasoning_streaming(self, *args, **kwargs):
+        raise RuntimeError(_TEXT_ONLY)
+
+
+class Qwen4ExpToolParser(ToolParser):
+    """Marks that tool calls are parsed (Qwen4ExpParser does the parsing).
+    tool_choice "required" and a named tool are not forced by a JSON grammar:
+    the model's own calls are parsed as for "auto"."""
+
+    supports_required_and_named = False
+
+    def __init__(self, tokenizer, tools=None) -> None:
+        super().__init__(tokenizer, tools)
+        _qwen4exp(tokenizer)
+
+    def extract_tool_calls(self, model_output, request):
+        raise RuntimeError(_TEXT_ONLY)
+
+    def extract_tool_calls_streaming(self, *args, **kwargs):
+        raise RuntimeError(_TEXT_ONLY)
+
+
+class Qwen4ExpParser(Parser):
+    """One request's output, parsed from its token ids (see the module)."""
+
+    reasoning_parser_cls = Qwen4ExpReasoningParser
+    tool_parser_cls = Qwen4ExpToolParser
+
+    def __init__(self, tokenizer, tools=None, *args, model_config=None, **kwargs) -> None:
+        if type(self).reasoning_parser_cls is None:
+            raise TypeError("--tool-call-parser qwen4exp reads reasoning and tool calls together: add "
+                            "--reasoning-parser qwen4exp")
+        super().__init__(tokenizer, tools, *args, model_config=model_config, **kwargs)
+        self._vllm_tokenizer = tokenizer
+        self._tok = _qwen4exp(tokenizer)
+        self._atoms = _Atoms(self._tok)
+        self._kwargs = dict(kwargs.get("chat_template_kwargs") or {})
+        self._prompt_ids: list[int] | None = None
+        self._stream = None  # the CompletionParser of parse_delta
+        self._streamed = {"content": "", "reasoning": ""}
+        self._opens_reasoning = False
+
+    # -- the prompt --------------------------------------------------------------
+
+    def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
+        self._prompt_ids = list(prompt_token_ids)
+
+    def _completion_parser(self, request):
+        """A CompletionParser for the output after this request's prompt: the
+        request rendered again when that gives exactly the ids the model was
+        fed, else the format and tools with reasoning read from the prompt ids."""
+        tok, ids = self._tok, self._prompt_ids
+        kwargs = dict(self._kwargs)
+        tools = getattr(request, "tools", None)
+        if tools is not None and "tools" not in kwargs:
+            kwargs["tools"] = tools
+        messages = getattr(request, "messages", None)
+        if messages is not None:
+            try:
+                chat, rendered = render_request(self._vllm_tokenizer, messages, kwargs)
+            except Exception:  # noqa: BLE001 - the prompt came from elsewhere: fall back below
+                chat, rendered = None, None
+            if chat is not None and (ids is None or rendered == ids):
+                self._opens_reasoning = chat.opens_reasoning
+                return tok.completion_parser(chat)
+        opened = bool(ids is not None and self._atoms.reasoning_open(ids))
+        self._opens_reasoning = opened
+        tool_schemas = None
+        if tools is not None:
+            tool_schemas = [t.model_dump() if hasattr(t, "model_dump") else t for t in tools]
+        return tok.completion_parser(chat_format=tok.chat_format, tools=tool_schemas, in_reasoning=opened)
+
+    def _calls_wanted(self, request, enable_auto_tools: bool = True) -> bool:
+        return (self._tool_parser is not None and enable_auto_tools
+                and getattr(request, "tool_choice", None) != "none")
+
+    # -- one-shot ----------------------------------------------------------------
+
+    def is_reasoning_end(self, input_ids: list[int]) -> bool:
+        return self._reasoning_parser.is_reasoning_end(input_ids)
+
+    def parse(self, model_output: str, request, enable_auto_tools: bool = False,
+              model_output_token_ids: Sequence[int] = ()):
+        parser = self._completion_parser(request)
+        parser.feed(list(model_output_token_ids))
+        message = parser.finish()
+        calls = None
+        if message["tool_calls"] and self._calls_wanted(request, enable_auto_tools):
+            calls = [FunctionCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
+                     for c in message["tool_calls"]]
+        content = message["content"]
+        if calls and not content:
+            content = None
+        return message["reasoning_content"] or None, content, calls
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        return self._atoms.reasoning_tokens(token_ids, self._opens_reasoning)
+
+    # -- streaming ---------------------------------------------------------------
+
+    def parse_delta(self, delta_text: str, delta_token_ids: list[int], request,
+                    prompt_token_ids: list[int] | None = None, *, finished: bool) -> DeltaMessage | None:
+        if self._stream is None:
+            if prompt_token_ids is not None:
+                self._prompt_ids = list(prompt_token_ids)
+            self._stream = self._completion_parser(request)
+        stream = self._stream
+        texts = {"content": [], "reasoning": []}
+        calls: list[DeltaToolCall] = []
+        for delta in stream.feed(list(delta_token_ids)):
+            if delta.kind == "tool_call":
+                _add_call(calls, delta)
+            else:
+                texts[delta.kind].append(delta.text)
+        if finished:
+            # Held text (final newlines of a cut-off reply) is only in the message.
+            message = stream.finish()
+            for kind, key in (("content", "content"), ("reasoning", "reasoning_content")):
+                sent = self._streamed[kind] + "".join(texts[kind])
+                full = message[key] or ""
+                if len(full) > len(sent) and full.startswith(sent):
+                    texts[kind].append(full[len(sent):])
+        content, reasoning = "".join(texts["content"]), "".join(texts["reasoning"])
+        self._streamed["content"] += content
+        self._streamed["reasoning"] += reasoning
+        if not self._calls_wanted(request):
+            calls = []
+        if not getattr(request, "include_reasoning", True):
+            reasoning = ""
+        if not (content or reasoning or calls):
+            return None
+        return DeltaMessage(content=content or None, reasoning=reasoning or None, tool_calls=calls)
+
+
+def _add_call(calls: list[DeltaToolCall], delta) -> None:
+    """A tool-call Delta as OpenAI's delta: the first carries id, type and
+    name; argument fragments of the same call in one chunk are joined."""
+    if delta.call_id is not None:
+        calls.append(DeltaToolCall(index=delta.index, id=delta.call_id, type="function",
+                                   function=DeltaFunctionCall(name=delta.name, arguments=delta.text)))
+    elif calls and calls[-1].index == delta.index:
+        fn = calls[-1].function
+        fn.arguments = (fn.arguments or "") + delta.text
+    else:
+        calls.append(DeltaToolCall(index=delta.index, function=DeltaFunctionCall(arguments=delta.text)))
+
+
+def install_parser_composition() -> bool:
+    """Make vLLM's ParserManager build `Qwen4ExpParser` when a parser name is
+    `qwen4exp` (and leave every other combination to vLLM). Idempotent; False,
+    with an error logged, when this vLLM composes parsers some other way."""
+    try:
+        from vllm.parser.parser_manager import ParserManager
+    except ImportError as exc:
+        logger.error("qwen4exp: no vllm.parser.parser_manager (%s): the qwen4exp parsers would only see "
+                     "text, and refuse to run", exc)
+        return False
+    current = ParserManager.__dict__.get("_compose_parser")
+    original = getattr(current, "__func__", None)
+    if original is None:
+        logger.error("qwen4exp: ParserManager._compose_parser is missing in this vLLM; the qwen4exp "
+                     "parsers would only see text, and refuse to run")
+        return False
+    if getattr(original, "_qwen4exp", False):
+        return True
+
+    def _compose_parser(cls, *args, **kwargs):
+        tool_name = kwargs.get("tool_parser_name")
+        reasoning_name = kwargs.get("reasoning_parser_name")
+        if MODE not in (tool_name, reasoning_name):
+            return original(cls, *args, **kwargs)
+        others = {tool_name, reasoning_name} - {MODE, None, ""}
+        if others:
+            raise TypeError(f"the qwen4exp parser reads reasoning and tool calls together; it cannot be "
+                            f"combined with {', '.join(sorted(others))}")
+        reasoning = Qwen4ExpReasoningParser if reasoning_name == MODE else None
+        tools = Qwen4ExpToolParser if tool_name == MODE and kwargs.get("enable_auto_tools") else None
+        if reasoning is None and tools is None:
+            return None
+        return type("Qwen4ExpParser", (Qwen4ExpParser,),
+                    {"reasoning_parser_cls": reasoning, "tool_parser_cls": tools})
+
+    _compose_parser._qwen4exp = True
+    ParserManager._compose_parser = classmethod(_compose_parser)
+    return True
