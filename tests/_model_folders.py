@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from functools import lru_cache
 
 from _hf_reference import REPO, TOKENIZER_JSON
 
@@ -57,9 +58,10 @@ def model_folder(directory: str, chat_format: str, *, template: str | None = Non
     os.makedirs(directory, exist_ok=True)
     vocab = vocabulary_of(chat_format)
     source = TOKENIZER_JSON if vocab == "qwen3" else qwen36_tokenizer_json(cache_dir)
-    shutil.copyfile(source, os.path.join(directory, "tokenizer.json"))
-    with open(source, encoding="utf-8") as f:
-        added = json.load(f)["added_tokens"]
+    target = os.path.join(directory, "tokenizer.json")
+    if not os.path.exists(target) or not os.path.samefile(source, target):
+        shutil.copyfile(source, target)  # a copy: callers may edit or overwrite it
+    added = _added_tokens(source)
     ids = {t["content"]: t["id"] for t in added}
 
     name = template or FORMAT_TEMPLATE[chat_format]
@@ -109,6 +111,12 @@ def model_folder(directory: str, chat_format: str, *, template: str | None = Non
     _write_json(directory, "generation_config.json",
                 {"bos_token_id": eot, "eos_token_id": [eos, eot], "do_sample": False})
     return directory
+
+
+@lru_cache(maxsize=None)
+def _added_tokens(source: str) -> list:
+    with open(source, encoding="utf-8") as f:
+        return json.load(f)["added_tokens"]
 
 
 def _write_json(directory: str, name: str, value: dict) -> None:

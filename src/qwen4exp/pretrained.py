@@ -142,11 +142,16 @@ def _vocabulary(cls, source: str, cache_size: int, encode_threads: int | None):
     for name, vocab in VOCABULARIES.items():  # the very file a vocabulary was built from
         if vocab.kind == "tokenizer.json" and _source_sha(name) == raw_sha:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
-    tok = cls.from_file(source, cache_size=cache_size, encode_threads=encode_threads)
-    digest = vocabulary_digest(tok._compiled)
+    from .tokenizer import compiled_file
+
+    arrays = compiled_file(source)
+    digest = vocabulary_digest(arrays)
     for name in VOCABULARIES:
         if _bundled_digest(name) == digest:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
+    tok = cls.__new__(cls)
+    tok._vocab_name = None
+    tok._init_arrays(arrays, cache_size, encode_threads)
     return tok
 
 

@@ -17,9 +17,12 @@ import pyarrow as pa
 import ray
 import ray.data
 
+from . import batch_schema
+from .arrow import joined_rows, list_numpy
 from .chat import render_chat
 from .errors import ChatFormatError, Qwen4ExpError
-from .formats import chat_formats
+from .formats import chat_format as format_named, chat_formats
+from .vocabulary import DEFAULT_VOCABULARY
 from .requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
 from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
@@ -35,16 +38,18 @@ def tokenize_dataset(
     kind: str = "chat",
     masks: bool = False,
     on_error: str = "raise",
-    vocab: "str | Tokenizer" = "qwen3",
+    vocab: "str | Tokenizer | None" = None,
     batch_size: int = 256,
     concurrency: "int | tuple[int, int] | None" = None,
     num_threads: int = 1,
     chat_format: "str | None" = None,
 ) -> "ray.data.Dataset":
-    """Tokenize `column` of `ds`; returns the input columns plus `ids`
-    (list<int32>), `length` (int32), `assistant_mask` (list<bool>, with
-    masks=True) and, with on_error="skip", `error` (string, null when the row
-    is fine; a bad row keeps its place with empty ids and the message).
+    """Tokenize `column` of `ds`; returns the input columns plus the token
+    columns of qwen4exp.batch_schema, those `qwen4exp batch` writes: `ids`
+    (list<int32>), `length` (int32) and, with masks=True, `assistant_mask`
+    (list<bool>) and `message_index` (list<int32>); with on_error="skip"
+    also `error` (string, null when the row is fine; a bad row keeps its
+    place with empty ids and the message).
 
     kind="text": a string column. kind="chat": request JSON strings
     ({"messages": [...], "tools": [...], "add_generation_prompt": ...} or a bare
@@ -64,7 +69,11 @@ def tokenize_dataset(
     `ray.data.DataContext.get_current().raise_original_map_exception` is set.
 
     vocab: a bundled vocabulary name or a Tokenizer (it pickles by name or by
-    checksum). Each actor encodes a batch of `batch_size` rows with
+    checksum, with its chat format); default: the vocabulary of `chat_format`'s
+    models, else qwen4exp's default. `chat_format` defaults to the tokenizer's
+    (Tokenizer.chat_format); a format of another vocabulary is a
+    ChatFormatError before anything runs, and so is, row by row, a row whose
+    own "chat_format" is one. Each actor encodes a batch of `batch_size` rows with
     `num_threads` native threads and reserves that many CPUs; `concurrency`
     is the actor count (n, or (min, max) to autoscale; default 1 to as many
     as the cluster fits while leaving it a CPU). The actors never take every
@@ -86,8 +95,11 @@ def tokenize_dataset(
             raise ValueError(f"{name} must be a positive int, not {value!r}")
     if chat_format is not None and chat_format not in chat_formats():
         raise ValueError(f"chat_format must be one of {', '.join(chat_formats())}, not {chat_format!r}")
-    render = {} if chat_format is None else {"chat_format": chat_format}
+    if vocab is None:  # the vocabulary of the format's models
+        vocab = format_named(chat_format).vocabulary if chat_format is not None else DEFAULT_VOCABULARY
     tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, CACHE_SIZE_DEFAULT)
+    # a format of another vocabulary is refused here, before anything runs
+    render = {"chat_format": tok._chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
@@ -204,11 +216,11 @@ class _Worker:
         rows fail (their exception goes to errors). Texts take encode_arrow
         (_TokenizeColumn._texts)."""
         tok, n = self.tok, len(payloads)
-        ids, amask = [None] * n, [None] * n
+        ids, amask, msg = [None] * n, [None] * n, [None] * n
         opts = dict(return_masks=True) if masks else {}
         pos = [k for k in range(n) if errors[k] is None]
         if not pos:
-            return ids, amask
+            return ids, (amask, msg)
         try:
             results = tok.encode_chats([payloads[k] for k in pos], num_threads=self.threads, **opts)
         except Qwen4ExpError:
@@ -223,10 +235,10 @@ class _Worker:
             if r is None:
                 continue
             if masks:
-                ids[k], amask[k] = r.ids, r.assistant_mask
+                ids[k], amask[k], msg[k] = r.ids, r.assistant_mask, r.message_index
             else:
                 ids[k] = r
-        return ids, amask
+        return ids, (amask, msg)
 
 
 class _TokenizeColumn(_Worker):
@@ -260,15 +272,23 @@ class _TokenizeColumn(_Worker):
             mask[list(errors)] = True
             col = pc.if_else(pa.array(mask), pa.scalar(None, col.type), col)
         ids = self.tok.encode_arrow(col, num_threads=self.threads)
-        chunks = ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]
-        # the rows left out are empty lists, not nulls (their offsets are equal)
-        ids = pa.chunked_array([pa.Array.from_buffers(c.type, len(c), [None, c.buffers()[1]], offset=c.offset,
-                                                      children=[c.values]) for c in chunks], type=pa.list_(pa.int32()))
-        out = batch.append_column("ids", ids)
-        out = out.append_column("length", pc.list_value_length(ids).cast(pa.int32()))
+        parts = []  # the token columns of each chunk; a null row is an empty list (its offsets are equal)
+        for chunk in ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]:
+            offsets, values = list_numpy(chunk)
+            parts.append(batch_schema.token_arrays(pa, offsets - offsets[0], values[offsets[0]:offsets[-1]]))
+        columns = [pa.chunked_array([p[c] for p in parts], type=f.type)
+                   for c, f in enumerate(batch_schema.token_fields(pa, masks=False))]
+        return self._with_columns(batch, columns, [errors.get(k) for k in range(n)])
+
+    def _with_columns(self, batch: pa.Table, columns: list, errors: list) -> pa.Table:
+        """`batch` with the token columns (batch_schema's, in its order) and,
+        when skipping bad rows, `error` appended."""
+        out = batch
+        for f, column in zip(batch_schema.token_fields(pa, self.masks), columns):
+            out = out.append_column(f, column)
         if self.skip:
-            out = out.append_column("error", pa.array([_describe(errors[k]) if k in errors else None for k in range(n)],
-                                                      pa.string()))
+            out = out.append_column(batch_schema.error_field(pa),
+                                    pa.array([None if e is None else _describe(e) for e in errors], pa.string()))
         return out
 
     def __init__(self, tokenizer, num_threads, column, kind, masks, skip, render):
@@ -278,7 +298,7 @@ class _TokenizeColumn(_Worker):
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self.column not in batch.column_names:
             raise KeyError(f"tokenize_dataset: no column {self.column!r} (columns: {batch.column_names})")
-        added = ["ids", "length"] + ["assistant_mask"] * self.masks + ["error"] * self.skip
+        added = [*batch_schema.token_names(self.masks)] + [batch_schema.ERROR] * self.skip
         taken = [c for c in added if c in batch.column_names]
         if taken:
             raise ValueError(f"tokenize_dataset: the dataset already has a column named {taken[0]!r}")
@@ -299,7 +319,7 @@ class _TokenizeColumn(_Worker):
             except Exception as exc:  # noqa: BLE001 - classified (or raised again) by _describe
                 _describe(exc)
                 errors[k] = exc
-        ids, amask = self._encode(payloads, errors, self.masks)
+        ids, masks = self._encode(payloads, errors, self.masks)
         if not self.skip:
             for k, exc in enumerate(errors):
                 if exc is not None:
@@ -308,14 +328,11 @@ class _TokenizeColumn(_Worker):
                         f"tokenize_dataset: column {self.column!r}, row {k} of a batch of {n} "
                         f"({_preview(values[k])}): {exc if type(exc) is cls else _describe(exc)}"
                     ) from None
-        out = batch
-        out = out.append_column("ids", _list_array(ids, np.int32, pa.int32()))
-        out = out.append_column("length", pa.array([0 if x is None else len(x) for x in ids], pa.int32()))
-        if self.masks:
-            out = out.append_column("assistant_mask", _list_array(amask, np.bool_, pa.bool_()))
-        if self.skip:
-            out = out.append_column("error", pa.array([None if e is None else _describe(e) for e in errors], pa.string()))
-        return out
+        too_many = "use a smaller batch_size"
+        offsets, flat = joined_rows(ids, np.int32, too_many)
+        flat_masks = (joined_rows(masks[0], np.bool_, too_many)[1], joined_rows(masks[1], np.int32, too_many)[1]) \
+            if self.masks else None
+        return self._with_columns(batch, batch_schema.token_arrays(pa, offsets, flat, flat_masks), errors)
 
 
 def _render(columns, r: int, column: str, render: dict):
@@ -324,7 +341,7 @@ def _render(columns, r: int, column: str, render: dict):
         raise ChatFormatError("the chat is null")
     # the run's format (render_chat's default without one): a row may only repeat it
     messages, options = request_from_json(request_of_row(columns, r, column), "record",
-                                          render.get("chat_format", "qwen3"))
+                                          render["chat_format"])
     return render_chat(messages, **options)
 
 
@@ -344,15 +361,3 @@ def _library_error(exc, kind):
 def _preview(value) -> str:
     text = value if isinstance(value, str) else repr(value)
     return repr(text[:60] + "...") if len(text) > 60 else repr(text)
-
-
-def _list_array(rows, dtype, value_type):
-    """Arrow list array of per-row numpy/list values; None rows are empty lists."""
-    lengths = np.fromiter((0 if x is None else len(x) for x in rows), dtype=np.int64, count=len(rows))
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if offsets[-1] > 2**31 - 1:
-        raise Qwen4ExpError("a batch holds more than 2**31 tokens: use a smaller batch_size")
-    parts = [np.asarray(x, dtype=dtype) for x in rows if x is not None and len(x)]
-    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, value_type))

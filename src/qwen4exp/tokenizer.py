@@ -196,43 +196,12 @@ class Tokenizer:
         when it is not a regular file (a FIFO, a device) or not a valid
         Qwen-family tokenizer.json.
         """
-        path = os.fspath(path)
         self = cls.__new__(cls)
         self._vocab_name = None
-        if os.path.isdir(path):
-            path = os.path.join(path, "tokenizer.json")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no tokenizer.json at {path!r}")
-        raw = read_regular_file(path)  # a FIFO or a device is refused, never read
-        digest = hashlib.sha256(raw).hexdigest()
-        cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(
-            os.path.expanduser("~"), ".cache", "qwen4exp"
-        )
-        cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
-        if os.path.isfile(cached):
-            try:
-                self._load_compiled(cached, cache_size, encode_threads, expect_sha=digest)
-                return self
-            except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
-                pass
-        try:
-            arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
-        except _vocab_compile.VocabFormatError as exc:
-            raise VocabularyError(str(exc)) from None
-        self._init_arrays(arrays, cache_size, encode_threads)
-        try:
-            os.makedirs(cache_dir, exist_ok=True)
-            tmp = f"{cached}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, cached)
-        except OSError:
-            pass  # caching is an optimisation only
+        self._init_arrays(compiled_file(path), cache_size, encode_threads)
         return self
 
-    def _load_compiled(
-        self, path: str, cache_size: int, encode_threads: int | None, expect_sha: str | None = None
-    ) -> None:
+    def _load_compiled(self, path: str, cache_size: int, encode_threads: int | None) -> None:
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
@@ -241,12 +210,9 @@ class Tokenizer:
         try:
             with np.load(path) as z:
                 arrays = {k: z[k] for k in z.files}
-            # a cache entry (expect_sha) is compiled from a tokenizer.json: it has no self_encoding flags
-            _vocab_compile.check_compiled(arrays, self_encoding=expect_sha is None)
+            _vocab_compile.check_compiled(arrays, self_encoding=True)
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # VocabFormatError is a ValueError
             raise VocabularyError(f"{path}: a damaged compiled vocabulary ({exc})") from None
-        if expect_sha is not None and arrays["source_sha256"].tobytes().hex() != expect_sha:
-            raise VocabularyError(f"{path}: checksum does not match its tokenizer.json")
         self._init_arrays(arrays, cache_size, encode_threads)
 
     def _init_arrays(
@@ -681,6 +647,44 @@ class Tokenizer:
         if fault is None:
             return ids
         raise fault_error(fault, data, starts, ends)
+
+
+def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The compiled arrays of a tokenizer.json (or a directory holding one), from
+    the cache under $QWEN4EXP_CACHE (default ~/.cache/qwen4exp, keyed by the
+    file's SHA-256) or compiled and cached (see Tokenizer.from_file)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no tokenizer.json at {path!r}")
+    raw = read_regular_file(path)  # a FIFO or a device is refused, never read
+    digest = hashlib.sha256(raw).hexdigest()
+    cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen4exp")
+    cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
+    if os.path.isfile(cached):
+        try:
+            with np.load(cached) as z:
+                arrays = {k: z[k] for k in z.files}
+            # a cache entry is compiled from a tokenizer.json: it has no self_encoding flags
+            _vocab_compile.check_compiled(arrays, self_encoding=False)
+            if arrays["source_sha256"].tobytes().hex() == digest:
+                return arrays
+        except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
+            pass
+    try:
+        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
+    except _vocab_compile.VocabFormatError as exc:
+        raise VocabularyError(str(exc)) from None
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{cached}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # caching is an optimisation only
+    return arrays
 
 
 def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,

@@ -24,7 +24,7 @@ from ..errors import ChatFormatError
 from ..vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
 from ._descriptor import OPTION_NAMES, ChatFormat, template_digest
 
-__all__ = ["ChatFormat", "chat_formats", "chat_format", "register", "formats_of_vocabulary",
+__all__ = ["ChatFormat", "chat_formats", "chat_format", "register", "unregister", "formats_of_vocabulary",
            "identify_template", "default_format", "OPTION_NAMES", "template_digest"]
 
 # The modules that define the built-in formats, in the order chat_formats() lists them.
@@ -53,9 +53,22 @@ def register(fmt: ChatFormat) -> ChatFormat:
     return fmt
 
 
+def unregister(name: str) -> None:
+    """Remove a format added with `register` (the built-in ones stay)."""
+    global _NAMES
+    fmt = _REGISTRY.get(name)
+    if fmt is None or fmt.name in _BUILT_IN:
+        raise ChatFormatError(f"chat format {name!r}: not a registered format that can be removed")
+    del _REGISTRY[name]
+    for alias in fmt.aliases:
+        _ALIASES.pop(alias, None)
+    _NAMES = tuple(_REGISTRY)
+
+
 for _module in _MODULES:
     for _fmt in importlib.import_module(f"{__name__}.{_module}").FORMATS:
         register(_fmt)
+_BUILT_IN = frozenset(_REGISTRY)
 
 
 def chat_formats() -> tuple[str, ...]:
