@@ -38,6 +38,7 @@ cdef class ParserCore:
     cdef int after_call         # the mode a closed call returns to (CONTENT, or REASONING)
     cdef int lead               # template newlines still to drop at the channel's start
     cdef Py_ssize_t held        # final newlines held back (the template may have written them)
+    cdef Py_ssize_t chars_scanned  # characters examined (closed calls' readers included)
     cdef int first_call_newlines  # newlines the template writes between content and the first call
     cdef bint reasoning_calls   # a <tool_call> inside reasoning opens a call (else it is text)
     cdef bint reasoning_call_open  # inside reasoning: a <tool_call> kept as text, not yet closed
@@ -54,6 +55,7 @@ cdef class ParserCore:
     cdef object result
     cdef public str _where   # names the caller in errors
 
+    cdef Py_ssize_t scanned_total(self)
     cdef route(self, str text, list out)
     cdef text(self, bytes data, list out)
     cdef enter(self, int mode, int lead)

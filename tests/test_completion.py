@@ -303,8 +303,7 @@ def test_bad_ids_raise_and_change_nothing(tok):
 # --------------------------------------------------------------------------- hypothesis
 
 
-@pytest.fixture(scope="module")
-def pieces(tok):
+def _pieces(tok):
     """Ids worth drawing: every atom, template whitespace, JSON, split characters."""
     texts = ["\n", "\n\n", " ", "x", "{", "}", '"', '{"name": "f", "arguments": {}}', '", "arguments": ',
              "<think>", "</tool_call>", "é", "日本", "😀", "\ufffd", "<function=f>", "<parameter=a>",
@@ -313,6 +312,18 @@ def pieces(tok):
     spelled = tok._id_tables().text
     partial = [i for i in range(tok.vocab_size - len(tok.atoms)) if spelled[i][:1] >= b"\x80"][:400:7]
     return ids + partial
+
+
+@pytest.fixture(scope="module")
+def pieces(tok):
+    return _pieces(tok)
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tok, tok36):
+    """format -> (its tokenizer, ids worth drawing): one format of each call style
+    (Qwen3: JSON, "\n" before a first call; 3.6: XML, "\n\n")."""
+    return {"qwen3": (tok, _pieces(tok)), "qwen3.6": (tok36, _pieces(tok36))}
 
 
 def _runs(tok, ids):
@@ -336,7 +347,8 @@ def _runs(tok, ids):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), in_reasoning=st.booleans(), policy=st.sampled_from(["text", "call"]),
        fmt=st.sampled_from(["qwen3", "qwen3.6"]))
-def test_any_ids(tok, pieces, data, in_reasoning, policy, fmt):
+def test_any_ids(vocabularies, data, in_reasoning, policy, fmt):
+    tok, pieces = vocabularies[fmt]
     ids = data.draw(st.lists(st.sampled_from(pieces), max_size=40))
     kw = {"in_reasoning": in_reasoning, "calls_in_reasoning": policy, "chat_format": fmt}
     deltas, msg = _stream(tok, ids, list(range(len(ids) + 1)), **kw)

@@ -50,7 +50,7 @@ import re
 from ._stream import Delta
 from .markers import Marker
 from .requests import reject_constant
-from .tool_schemas import tool_schemas, typed_json
+from .tool_schemas import tool_schemas, typed_json, written
 
 __all__ = ["CallContext", "CallReader", "call_id", "json_call"]
 
@@ -98,11 +98,14 @@ _DECODER = json.JSONDecoder(parse_constant=reject_constant)  # strict: no NaN
 
 
 def _json_object(text: str) -> bool:
-    """Whether `text` is a JSON object, as render_chat requires of string arguments."""
+    """Whether `text` is a JSON object, as render_chat requires of string
+    arguments, whose values JSON can write back (no 1e400, no lone surrogate:
+    a format that writes each value again must be able to)."""
     try:
-        return isinstance(_DECODER.decode(text), dict)
+        value = _DECODER.decode(text)
     except (ValueError, RecursionError):
         return False
+    return isinstance(value, dict) and written(value) is not None
 
 
 def json_call(body: str) -> tuple[str, str] | str:
@@ -147,6 +150,9 @@ def json_call(body: str) -> tuple[str, str] | str:
         return "the tool call's name is not valid Unicode (a lone surrogate escape)"
     if not isinstance(values["arguments"][0], dict):
         return f"the tool call's arguments are a JSON {type(values['arguments'][0]).__name__}, not an object"
+    if written(values["arguments"][0]) is None:
+        return ("the tool call's arguments hold a value JSON cannot write back "
+                "(a number out of float range, a lone surrogate escape)")
     return name, values["arguments"][1]
 
 
@@ -197,10 +203,24 @@ def _skip(s: str, i: int) -> int:
  _JSON_HEAD, _JSON_ARGS, _JSON_ANY, _UNREADABLE) = range(12)
 # How a value is written: streamed as a JSON string, typed at its end, or dropped.
 _STREAM, _BUFFER, _DROP = range(3)
-# What ends a value (_decide): a delimiter, or more text needed, or not a delimiter here.
-_NO, _WAIT, _CLOSED, _NEXT_PARAMETER, _FUNCTION_CLOSES, _BODY_ENDS = range(6)
-_NAME_MAX = 1024  # a function or parameter name longer than this without '>' is not one
+# What ends a value (_decide): a delimiter, or more text needed (any text, or only
+# text that is not whitespace), or not a delimiter here.
+_NO, _WAIT, _WAIT_SPACE, _CLOSED, _NEXT_PARAMETER, _FUNCTION_CLOSES, _BODY_ENDS = range(7)
 _CANDIDATE = re.compile("[\n<]")  # where a closing delimiter can start
+
+# Held text: what the undecided text waits for. While a feed cannot end the
+# wait, its text is only set aside (O(1) an id, whatever is held): whitespace
+# after a closing tag, the characters of a tag's name, of a JSON call's name.
+_HOLD_NONE, _HOLD_SPACE, _HOLD_TAG_NAME, _HOLD_JSON_NAME = range(4)
+
+
+def _decides(hold: int, text: str) -> bool:
+    """Whether `text` can change what a reader holding `hold` decides."""
+    if hold == _HOLD_SPACE:
+        return bool(text.strip(_WS))
+    if hold == _HOLD_TAG_NAME:
+        return ">" in text or "\n" in text
+    return '"' in text or "\\" in text
 
 
 class CallContext:
@@ -225,7 +245,8 @@ class CallReader:
 
     __slots__ = ("ctx", "index", "position", "raw", "buf", "state", "name", "id", "params",
                  "args", "problems", "seen", "count", "key", "types", "mode", "value",
-                 "line_start", "has_text", "junk", "function_closed", "unterminated")
+                 "line_start", "has_text", "junk", "function_closed", "unterminated",
+                 "hold", "held", "scanned")
 
     def __init__(self, ctx: CallContext, index: int, position: int) -> None:
         self.ctx, self.index, self.position = ctx, index, position
@@ -242,6 +263,9 @@ class CallReader:
         self.line_start = self.has_text = self.function_closed = False
         self.junk: list[str] = []
         self.unterminated = ""
+        self.hold = _HOLD_NONE  # what `buf` waits for
+        self.held: list[str] = []  # text set aside while it cannot decide (see _decides)
+        self.scanned = 0  # characters handed to the state machine: a test's measure of rescans
 
     def copy(self) -> "CallReader":
         c = CallReader.__new__(CallReader)
@@ -266,12 +290,25 @@ class CallReader:
             return [Delta("tool_call", fragment, self.index)]
         if state >= _JSON_ANY:  # read whole at the end
             return []
+        if self.hold:
+            if not _decides(self.hold, text):
+                self.held.append(text)
+                return []
+            self._unhold()
         self.buf += text
         out: list = []
         self._run(False, out)
         return out
 
+    def _unhold(self) -> None:
+        if self.held:
+            self.buf += "".join(self.held)
+            self.held = []
+        self.hold = _HOLD_NONE
+
     def _run(self, final: bool, out: list) -> None:
+        self.scanned += len(self.buf)
+        self.hold = _HOLD_NONE
         step = _STEPS
         while step[self.state](self, final, out):
             pass
@@ -318,20 +355,20 @@ class CallReader:
         """(name, where its text resumes) of `<function=NAME>` / `<parameter=NAME>`;
         None while it is incomplete. A newline also ends it (a missing '>')."""
         buf = self.buf
-        gt, nl = buf.find(">"), buf.find("\n")
-        if gt >= 0 and (nl < 0 or gt < nl):
+        gt = buf.find(">")
+        nl = buf.find("\n", 0, gt if gt >= 0 else len(buf))
+        if gt >= 0 and nl < 0:
             return buf[:gt].strip(_WS), gt + 1
         if nl >= 0 or final:
             end = nl if nl >= 0 else len(buf)
             self._problem(f"missing '>' after {buf[:end].strip(_WS)!r}")
             return buf[:end].strip(_WS), end  # the newline is the value's leading one
+        self.hold = _HOLD_TAG_NAME
         return None
 
     def _name(self, final: bool, out: list) -> bool:
         tag = self._tag_name(final)
         if tag is None:
-            if len(self.buf) > _NAME_MAX:
-                self.buf, self.state = "", _UNREADABLE
             return False
         name, resume = tag
         if not name:
@@ -388,9 +425,6 @@ class CallReader:
     def _key(self, final: bool, out: list) -> bool:
         tag = self._tag_name(final)
         if tag is None:
-            if len(self.buf) > _NAME_MAX:
-                self.junk.append(PARAMETER + self.buf)
-                self.buf, self.state = "", _JUNK
             return False
         key, resume = tag
         self.buf, self.state = self.buf[resume:], _VALUE_START
@@ -430,8 +464,10 @@ class CallReader:
                 m = _CANDIDATE.search(buf, p + 1)
                 continue
             self._take(buf[:p], out)
-            if kind == _WAIT:
+            if kind == _WAIT or kind == _WAIT_SPACE:
                 self.buf = buf[p:]
+                if kind == _WAIT_SPACE:  # only text that is not whitespace can decide
+                    self.hold = _HOLD_SPACE
                 return False
             self.buf = buf[resume:]
             self._end_value(kind, out)
@@ -477,12 +513,12 @@ class CallReader:
         `</function>` and whitespace, follow it (the end of the body)."""
         r = _skip(buf, q)
         if r == len(buf):
-            return (_CLOSED, q) if final else (_WAIT, 0)
+            return (_CLOSED, q) if final else (_WAIT_SPACE, 0)
         new_line = "\n" in buf[q:r]
         if buf.startswith(FUNCTION_END, r):
             if new_line or cls._after_function_end(buf, r, final)[0] == _FUNCTION_CLOSES:
                 return _CLOSED, q
-            return (_WAIT, 0) if not final and _skip(buf, r + len(FUNCTION_END)) == len(buf) else (_NO, 0)
+            return (_WAIT_SPACE, 0) if not final and _skip(buf, r + len(FUNCTION_END)) == len(buf) else (_NO, 0)
         if new_line and buf.startswith(PARAMETER, r):
             return _CLOSED, q
         rest = buf[r:]
@@ -495,7 +531,7 @@ class CallReader:
         """`</function>` without `</parameter>` ends the value only at the end of the body."""
         r = _skip(buf, tag + len(FUNCTION_END))
         if r == len(buf):
-            return (_FUNCTION_CLOSES, tag) if final else (_WAIT, 0)
+            return (_FUNCTION_CLOSES, tag) if final else (_WAIT_SPACE, 0)
         return _NO, 0
 
     def _take(self, text: str, out: list) -> None:
@@ -522,8 +558,7 @@ class CallReader:
             else:
                 typed, why = typed_json(text, self.types, self.ctx.python)
                 if why:
-                    kept = "a string" if typed[:1] == '"' else "JSON"
-                    self._problem(f"parameter {key!r} of {self.name}: {text!r} {why} (kept as {kept})", text)
+                    self._problem(f"parameter {key!r} of {self.name}: {text!r} {why}", text)
                 self._emit(typed, out)
         self.value = []
         self.state = _BETWEEN
@@ -540,13 +575,16 @@ class CallReader:
             while q < len(buf) and buf[q] not in '"\\':
                 q += 1
             if q == len(buf):
-                if final or q > _NAME_MAX:
+                if final:
                     self.state = _JSON_ANY
+                else:
+                    self.hold = _HOLD_JSON_NAME
                 return False
             if buf[q] == '"' and q > j:
                 if buf.startswith(_SEPARATOR, q):
                     r = _skip(buf, q + len(_SEPARATOR))
                     if r == len(buf) and not final:
+                        self.hold = _HOLD_SPACE
                         return False
                     if buf[r : r + 1] == "{":
                         self._start_call(buf[j:q], out)
@@ -568,6 +606,8 @@ class CallReader:
         if hold > 0:
             self._emit(buf[:hold], out)
             self.buf = buf[hold:]
+        if self.buf:  # "}" and whitespace, or whitespace: only other text can decide
+            self.hold = _HOLD_SPACE
         return False
 
     def _stop(self, final: bool, out: list) -> bool:
@@ -586,6 +626,7 @@ class CallReader:
             body = body[:-1]
         if how == "truncated":
             return None, self._invalid(body, "unterminated tool call (the completion ends inside it)"), []
+        self._unhold()
         self._run(True, out)
         if how == "ended":
             self._problem(f"missing {Marker.TOOL_CALL_END} (the message ended inside the call)")

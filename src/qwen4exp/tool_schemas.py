@@ -3,11 +3,12 @@ as that type (docs/FORMAT.md, section 11; used by qwen4exp.tool_calls).
 
 A 3.5+ tool call writes each argument as text: strings as they are, other
 values as JSON (3.6, 3.8) or with Python's str() (3.5: True, None); objects
-and arrays as JSON in all three. `typed_json` reads one value back as the
-JSON text of the value the schema allows, keeping a number's spelling (so
-that parsing then rendering gives the same bytes). Type names are JSON
-Schema's, with the spellings tool authors also use ("int", "float", "bool",
-"dict", "list", ...).
+and arrays as JSON in all three. `typed_json` reads one value back: typed
+only when the text is exactly how the template writes a value of a type the
+schema allows, else a string (so that parsing then rendering gives the same
+text), with a report where that is not what the schema asks for. Type names
+are JSON Schema's, with the spellings tool authors also use ("int", "float",
+"bool", "dict", "list", ...).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import ast
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 
-from .chat_validate import tojson
 from .requests import reject_constant
 
-__all__ = ["schema_types", "tool_schemas", "typed_json", "json_value"]
+__all__ = ["schema_types", "tool_schemas", "typed_json", "json_value", "written"]
 
 _WS = " \t\r\n"
 
@@ -124,12 +125,21 @@ def tool_schemas(tools) -> dict:
 
 
 # -- typing one value ------------------------------------------------------------
+#
+# The rule (docs/FORMAT.md, section 11): a value is typed only when its text is
+# exactly what the template writes for a value of that type, so that rendering
+# the parsed message writes the same text again. Any other text is a string;
+# it is reported when it reads, more loosely, as a type the schema allows.
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
-
 _DECODER = json.JSONDecoder(parse_constant=reject_constant)  # strict: no NaN
+_TOJSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # transformers' tojson
+
+_PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
+_JSON_SCALARS = {"true": "true", "false": "false", "null": "null"}
+_ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
 
 
 def json_value(text: str):
@@ -140,16 +150,61 @@ def json_value(text: str):
         return False, None
 
 
+def written(value) -> str | None:
+    """The JSON text the templates write for `value` (tojson), or None when
+    JSON cannot write it back: NaN or infinity, an int too long for str(), a
+    lone surrogate (not UTF-8), a cycle or nesting too deep."""
+    try:
+        text = _TOJSON(value)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return None
+    return text
+
+
+def _int_spelling(text: str) -> bool:
+    """Whether `text` is str() of an int that str() can write (no "-0", no
+    leading zero, within Python's int-to-text digit limit)."""
+    if not _INTEGER.fullmatch(text) or text == "-0":
+        return False
+    limit = sys.get_int_max_str_digits()
+    return not limit or len(text) - (text[0] == "-") <= limit
+
+
+def _float_spelling(text: str) -> bool:
+    """Whether `text` is repr() of a finite float (what the renderer writes)."""
+    if not _NUMBER.fullmatch(text):
+        return False
+    number = float(text)
+    return math.isfinite(number) and repr(number) == text
+
+
+def _canonical(text: str, typ: str, python: bool) -> str | None:
+    """JSON text of the `typ` value whose template spelling is exactly `text`, else None."""
+    if typ == "null":
+        return "null" if text == ("None" if python else "null") else None
+    if typ == "boolean":
+        got = (_PYTHON_SCALARS if python else _JSON_SCALARS).get(text)
+        return got if got is not None and got != "null" else None
+    if typ == "integer":
+        return text if _int_spelling(text) else None
+    if typ == "number":
+        return text if _int_spelling(text) or _float_spelling(text) else None
+    if typ == "object" or typ == "array":
+        if text[:1] not in ("{", "["):
+            return None
+        ok, value = json_value(text)
+        if ok and isinstance(value, dict if typ == "object" else list) and written(value) == text:
+            return text
+    return None
+
+
 def _plain(value, depth: int = 0):
     """A Python literal as JSON data (tuples as lists); ValueError if it is not."""
     if depth > 200:
         raise ValueError("nested too deeply")
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("not a finite number")
-        return value
+    if value is None or isinstance(value, (bool, int, str, float)):
+        return value  # `written` refuses what JSON cannot write back
     if isinstance(value, (list, tuple)):
         return [_plain(v, depth + 1) for v in value]
     if isinstance(value, dict):
@@ -159,108 +214,95 @@ def _plain(value, depth: int = 0):
     raise ValueError(f"a {type(value).__name__} is not JSON data")
 
 
-def _container(text: str, types) -> str | None:
-    """JSON text of an object or array value: JSON first, then a Python literal."""
-    ok, value = json_value(text)
-    if not ok:
-        try:
-            value = _plain(ast.literal_eval(text))
-        except Exception:  # noqa: BLE001 - any literal_eval failure (syntax, depth, size) means no
+def _loose(text: str, typ: str) -> str | None:
+    """JSON text of the `typ` value that `text` reads as when spacing, the other
+    scalar dialect, another number spelling or a Python literal are allowed;
+    None when it does not read as one (or JSON cannot write the value back)."""
+    text = text.strip(_WS)
+    if typ == "null" or typ == "boolean":
+        got = _JSON_SCALARS.get(text) or _PYTHON_SCALARS.get(text)
+        return got if got is not None and (got == "null") == (typ == "null") else None
+    if typ == "integer":
+        if not _INTEGER.fullmatch(text):
             return None
-    if isinstance(value, dict) and "object" in types or isinstance(value, list) and "array" in types:
         try:
-            return tojson(value)
-        except (TypeError, ValueError, RecursionError):
+            return str(int(text))
+        except ValueError:  # over the digit limit
             return None
+    if typ == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        return repr(number) if math.isfinite(number) else None
+    if typ == "object" or typ == "array":
+        if text[:1] not in ("{", "[", "("):
+            return None
+        ok, value = json_value(text)
+        if not ok:
+            try:
+                value = _plain(ast.literal_eval(text))
+            except Exception:  # noqa: BLE001 - any literal_eval failure (syntax, depth, size) means no
+                return None
+        if isinstance(value, dict if typ == "object" else list):
+            return written(value)
     return None
 
 
-def _scalar(text: str, python: bool, strict: bool) -> str | None:
-    """JSON text of a boolean or null spelled as the format writes it (`strict`:
-    only the format's own spelling), else None."""
-    own = _PYTHON_SCALARS if python else _JSON_SCALARS
-    if text in own:
-        return own[text]
-    if not strict:
-        return _PYTHON_SCALARS.get(text) or _JSON_SCALARS.get(text)
+def _typed(text: str, types, python: bool) -> str | None:
+    """JSON text of `text` read as the first type of `types` it spells exactly."""
+    for typ in _ORDER:
+        if typ in types:
+            got = _canonical(text, typ, python)
+            if got is not None:
+                return got
     return None
-
-
-_PYTHON_SCALARS = {"True": "true", "False": "false", "None": "null"}
-_JSON_SCALARS = {"true": "true", "false": "false", "null": "null"}
 
 
 def typed_json(value: str, types, python: bool) -> tuple[str, str | None]:
-    """(JSON text of one XML parameter value, None or why it does not fit `types`).
+    """(JSON text of one XML parameter value, None or what to report about it).
 
     `types` is what the schema allows (None: no schema); `python` is the 3.5
-    dialect, which writes True/False/None. Strings are kept raw; numbers keep
-    their spelling; booleans and null are read in the format's spelling (in
-    both when the schema does not also allow a string, which would make the
-    other spelling ambiguous); objects and arrays as JSON, then as a Python
-    literal. Without a schema: in 3.5 its own scalars, numbers, objects and
-    arrays, in the JSON formats any JSON value; anything else is a string.
+    dialect, which writes True/False/None. The value is typed when its text
+    is exactly the template's spelling of a value of an allowed type (of any
+    type without a schema): `null`/`true`/`false` (3.5: `None`/`True`/`False`),
+    str() of an int, repr() of a finite float, tojson of an object or array.
+    Otherwise it is a string, so that the parsed message renders back to the
+    same text, and it is reported when it reads more loosely as an allowed
+    type (" 12", "1.50", "True" in 3.6). An object or array that the schema
+    asks for (without allowing a string) in another spelling (a Python
+    literal, other spacing) is read as one and reported: a re-render writes
+    it as tojson does.
     """
     if types is None:
-        return _untyped(value, python), None
+        got = _typed(value, _ORDER, python)
+        return (got if got is not None else _string(value)), None
     if types == {"string"}:
         return _string(value), None
-    text = value.strip(_WS)
-    strict = "string" in types
-    for typ in _ORDER:
-        if typ not in types:
-            continue
-        if typ == "null" or typ == "boolean":
-            got = _scalar(text, python, strict)
-            if got is not None and (got == "null") == (typ == "null"):
-                return got, None
-        elif typ == "integer":
-            if _INTEGER.fullmatch(text):
-                return text, None
-        elif typ == "number":
-            if _NUMBER.fullmatch(text):
-                return text, None
-            number = _float(text)
-            if number is not None:
-                return repr(number), None
-        elif typ in ("object", "array") and text[:1] in ("{", "[", "("):
-            got = _container(text, types)
-            if got is not None:
-                return got, None
+    got = _typed(value, types, python)
+    if got is not None:
+        return got, None
+    loose = [(typ, _loose(value, typ)) for typ in _ORDER if typ in types]
+    loose = [(typ, text) for typ, text in loose if text is not None]
     if "string" in types:
-        return _string(value), None
-    return _untyped(value, python), "is not " + " or ".join(
-        ("an " if t in ("integer", "object", "array") else "a ") + t for t in sorted(types))
-
-
-def _float(text: str) -> float | None:
-    """A finite float Python can read from `text` (".5", "1.", "1_000"), else None."""
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
+        if not loose:
+            return _string(value), None
+        typ, text = loose[0]
+        return _string(value), (f"is not how the template writes {_ARTICLE.get(typ, 'a ' + typ)} "
+                                f"({text}): kept as a string")
+    for typ, text in loose:
+        if typ in ("object", "array"):
+            return text, f"is {_ARTICLE[typ]} written otherwise than tojson: a re-render writes {text}"
+    wanted = " or ".join(_ARTICLE.get(t, "a " + t) for t in sorted(types))
+    if loose:
+        typ, text = loose[0]
+        return _string(value), (f"is not how the template writes {_ARTICLE.get(typ, 'a ' + typ)} "
+                                f"({text}): kept as a string")
+    other = _typed(value, _ORDER, python)
+    if other is not None:
+        return other, f"is not {wanted}: kept as JSON"
+    return _string(value), f"is not {wanted}: kept as a string"
 
 
 def _string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _untyped(value: str, python: bool) -> str:
-    text = value.strip(_WS)
-    if python:
-        if text in _PYTHON_SCALARS:
-            return _PYTHON_SCALARS[text]
-        if _NUMBER.fullmatch(text):
-            return text
-        if text[:1] in ("{", "["):
-            ok, parsed = json_value(text)
-            if ok:
-                return tojson(parsed)
-        return _string(value)
-    ok, parsed = json_value(text)
-    if not ok:
-        return _string(value)
-    if _NUMBER.fullmatch(text):
-        return text
-    return tojson(parsed)
