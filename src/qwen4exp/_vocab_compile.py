@@ -39,7 +39,7 @@ QWEN_PATTERN = _VOCAB.QWEN_PATTERN
 QWEN35_PATTERN = _VOCAB.QWEN35_PATTERN
 PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
 #: The Qwen3.5/3.6 added tokens (the tiktoken vocabulary's specials).
-QWEN35_SPECIALS = VOCABULARIES["qwen3.6"].specials
+QWEN35_SPECIALS = next(v.specials for v in VOCABULARIES.values() if v.kind == "tiktoken")
 
 
 def byte_level_alphabet() -> dict[str, int]:

@@ -1,8 +1,8 @@
 """The provenance-preserving chat renderer (docs/FORMAT.md, section 3).
 
 `render_chat` writes an official Qwen chat template's bytes for an
-OpenAI-style request, in the format it is asked for (formats/: "qwen3", the
-default, "qwen3-2507", "qwen3.5", "qwen3.6", "qwen3.8"), but as a segmented
+OpenAI-style request, in the format it is asked for (formats/; `chat_formats()`
+lists them), but as a segmented
 stream: every caller byte is DATA and only the markers the template itself
 emits are TRUSTED_CONTROL. Caller strings arrive from validation as UTF-8
 bytes and only ever land in DATA parts; CONTROL parts are the formats'
@@ -19,8 +19,9 @@ from typing import Any
 
 from .chat_validate import validate_request
 from .formats import chat_format as _chat_format
-from .formats import chat_formats
+from .formats import chat_formats, default_format
 from .markers import CONTROL_MARKERS
+from .media import locate as _locate_media
 from .segments import RenderedChat
 
 __all__ = ["render_chat", "render_chat_into", "chat_formats", "CONTROL_MARKERS"]
@@ -36,11 +37,11 @@ def _render(req, fmt) -> tuple[list[bytes], list[int], bool]:
 
 
 def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any,
-           chat_format: Any, preserve_thinking: Any, reasoning_effort: Any):
+           chat_format: Any, preserve_thinking: Any, reasoning_effort: Any, add_vision_id: Any = None):
     """RenderedChat._commit's arguments for a request (validated, rendered)."""
-    fmt = _chat_format(chat_format)
+    fmt = default_format() if chat_format is None else _chat_format(chat_format)
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking,
-                           preserve_thinking, reasoning_effort, fmt.rules)
+                           preserve_thinking, reasoning_effort, fmt.rules, add_vision_id)
     parts, spans, opens_reasoning = _render(req, fmt)
     first_control = True
     if parts and not parts[0]:  # a stream that opens with DATA (formats/qwen35.py)
@@ -52,7 +53,8 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
     # the request's facts a completion parser needs, kept as rendered: the
     # tools as their validated JSON text (a snapshot the caller cannot mutate)
     facts = (req.tools, req.add_generation_prompt, opens_reasoning)
-    return b"".join(parts), bounds, first_control, None, (spans, roles), fmt.rules.name, facts
+    media = _locate_media(parts, first_control, req.media) if req.media else ()
+    return b"".join(parts), bounds, first_control, None, (spans, roles), fmt.rules.name, facts, media
 
 
 def render_chat(
@@ -61,21 +63,24 @@ def render_chat(
     tools: Any = None,
     add_generation_prompt: bool = False,
     enable_thinking: bool | None = None,
-    chat_format: str = "qwen3",
+    chat_format: str | None = None,
     preserve_thinking: bool | None = None,
     reasoning_effort: str | None = None,
+    add_vision_id: bool | None = None,
 ) -> RenderedChat:
     """Render an OpenAI-style chat request as a segmented transcript in `chat_format`
-    (`chat_formats()` lists them; "qwen3" is the Qwen4Exp format).
+    (`chat_formats()` lists them; None: the default vocabulary's default format,
+    the Qwen4Exp format; `Tokenizer.render_chat` renders in a tokenizer's own).
 
-    `enable_thinking`, `preserve_thinking` and `reasoning_effort` left None take
+    `enable_thinking`, `preserve_thinking`, `reasoning_effort` and
+    `add_vision_id` (formats with media: "Picture N: " labels) left None take
     the format's default; one the format does not have is an error.
     Raises ChatFormatError for a request the format does not accept and
     TextEncodingError for lone surrogates, naming the message index and field.
     """
     chat = RenderedChat()
     chat._commit(*_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
-                         preserve_thinking, reasoning_effort))
+                         preserve_thinking, reasoning_effort, add_vision_id))
     return chat
 
 
@@ -86,13 +91,14 @@ def render_chat_into(
     tools: Any = None,
     add_generation_prompt: bool = False,
     enable_thinking: bool | None = None,
-    chat_format: str = "qwen3",
+    chat_format: str | None = None,
     preserve_thinking: bool | None = None,
     reasoning_effort: str | None = None,
+    add_vision_id: bool | None = None,
 ) -> None:
     """Render into `out`, replacing its contents only once the whole request
     has been validated and rendered; on any error `out` is left exactly as it was."""
     if not isinstance(out, RenderedChat):
         raise TypeError(f"out must be a RenderedChat, not {type(out).__name__}")
     out._commit(*_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
-                        preserve_thinking, reasoning_effort))
+                        preserve_thinking, reasoning_effort, add_vision_id))

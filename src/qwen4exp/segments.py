@@ -70,7 +70,8 @@ class RenderedChat:
 
     A chat from `render_chat` also keeps what it was rendered from that a
     completion parser needs: `chat_format`, `request_tools()`,
-    `add_generation_prompt` and `opens_reasoning`. They are recorded while
+    `add_generation_prompt` and `opens_reasoning`; and its image and video
+    parts, `media`. They are recorded while
     rendering, never read back from the text. Equality (`==`) is the stream
     the tokenizer sees, the bytes and the segments; those facts do not take
     part, so a SegmentBuilder stream equals the rendered chat it copies.
@@ -81,7 +82,7 @@ class RenderedChat:
     """
 
     __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans",
-                 "_format", "_tools", "_generation_prompt", "_opens_reasoning")
+                 "_format", "_tools", "_generation_prompt", "_opens_reasoning", "_media")
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -118,7 +119,7 @@ class RenderedChat:
 
     @property
     def chat_format(self) -> str | None:
-        """The chat format the transcript was rendered in ("qwen3", "qwen3.6", ...);
+        """The chat format the transcript was rendered in (a name of `chat_formats()`);
         None for the empty transcript and a stream built with SegmentBuilder."""
         return self._format
 
@@ -149,6 +150,14 @@ class RenderedChat:
         format decided while rendering; False otherwise."""
         return self._opens_reasoning
 
+    @property
+    def media(self) -> tuple:
+        """The image and video parts, in order: one `media.MediaPart` each
+        (message and part index, kind, the byte range of its placeholder, the
+        sizes it gave), so a runtime attaches pixel data in this order and
+        `encode_chat(expand_media=...)` counts its pads. () without media."""
+        return self._media
+
     def request_tools(self) -> list | None:
         """The tool schemas the chat was rendered with, as a new list of new
         dicts on every call; None without tools (and for `RenderedChat()` and
@@ -158,19 +167,21 @@ class RenderedChat:
         return [json.loads(tool) for tool in self._tools] if self._tools else None
 
     def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
-                marks=((), ()), chat_format: str | None = None, facts=((), False, False)) -> None:
+                marks=((), ()), chat_format: str | None = None, facts=((), False, False),
+                media: tuple = ()) -> None:
         """Replace the contents: `bounds` are the segment boundaries (0 first,
         len(data) last), `first_control` the kind of the first segment,
         `marks` the message spans as (flat start, end indices into `bounds`;
         role codes), `chat_format` the format's name, `facts` the request's
         (tools as a tuple of JSON texts, add_generation_prompt, whether the
-        generation prompt opened a THINK block). Plain attribute stores only:
+        generation prompt opened a THINK block), `media` the MediaParts. Plain attribute stores only:
         nothing here can fail half-way."""
         tools, generation_prompt, opens_reasoning = facts
         self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
         self._marks, self._format = marks, chat_format
         self._tools, self._generation_prompt = tools, generation_prompt
         self._opens_reasoning = opens_reasoning
+        self._media = media
         self._segments = self._spans = None
 
     def __len__(self) -> int:

@@ -297,7 +297,7 @@ class Tokenizer:
     @property
     def chat_format(self) -> str:
         """The chat format this tokenizer renders by default: its vocabulary's
-        (Tokenizer("qwen3") -> "qwen3", "qwen3.6" -> "qwen3.6") or, from
+        (formats.default_format of the vocabulary) or, from
         `from_pretrained`, the model folder's."""
         return self._format.name
 

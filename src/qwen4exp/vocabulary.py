@@ -3,11 +3,11 @@
 A `Vocabulary` says everything that is one vocabulary's: its name and
 aliases, its source file under the repository's vocab/ folder and what kind
 of file that is, its split pattern, its added tokens (for a tiktoken file,
-which has none of its own), its license notice, and the chat format its
-models speak by default. setup.py (which compiles each bundled vocabulary
-into the package), the loader (`Tokenizer(name)`), model-folder loading, the
-command line and the tests read them from here; which chat formats belong to
-a vocabulary is each format's own fact (formats/).
+which has none of its own) and its license notice. setup.py (which compiles
+each bundled vocabulary into the package), the loader (`Tokenizer(name)`),
+model-folder loading, the command line and the tests read them from here;
+which chat formats belong to a vocabulary, and which one its tokenizers
+render by default, are the formats' own facts (formats/).
 
 Standard library only: setup.py loads this file by path before the package
 exists (through _vocab_compile).
@@ -53,8 +53,6 @@ class Vocabulary:
     specials: tuple[str, ...]
     #: Its license notice, relative to vocab/.
     license: str
-    #: The chat format `Tokenizer(name).chat_format` renders by default.
-    default_format: str
 
     @property
     def marks(self) -> bool:
@@ -67,7 +65,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
     for v in (
         Vocabulary(
             "qwen3", (), "tokenizer.json", "tokenizer.json", "qwen3.npz", QWEN_PATTERN, (),
-            "NOTICE", default_format="qwen3",
+            "NOTICE",
         ),
         Vocabulary(
             "qwen3.6", ("qwen3.5",), "qwen3.6/qwen3_6.tiktoken", "tiktoken", "qwen3.6.npz",
@@ -82,7 +80,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
                 "<think>", "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
                 "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>",
             ),
-            "qwen3.6/NOTICE", default_format="qwen3.6",
+            "qwen3.6/NOTICE",
         ),
     )
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Mapping
 
+from ..formats import default_format
 from ..markers import Marker
 from . import gate
 from .common import add_chat_format_argument, add_tokenizer_arguments
@@ -164,6 +165,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         return sp
 
     tokenizer_opt = add_tokenizer_arguments
+    from .sinks import SINKS  # batch's output formats (imported here: the parser of every command is built)
 
     def ids_opts(sp):
         sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
@@ -190,7 +192,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         "(ordinary BPE ids) while the template's markers became atom ids.",
     )
     sp.add_argument("--full", action="store_true", help="do not shorten long segments and id lists")
-    add_chat_format_argument(sp, "qwen3")
+    add_chat_format_argument(sp, default_format().name)
     tokenizer_opt(sp)
 
     sp = add(
@@ -283,11 +285,15 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         "--chat-format, or that sets an option its format lacks, is a failed record.\n"
         "Or Parquet (.parquet): a 'text' column, or a 'messages' column (JSON strings or\n"
         "list<struct>), with optional columns named after the other request keys.\n\n"
-        "OUT: Parquet (columns index int64 = 0-based record index, ids list<int32>,\n"
-        'length int32) or JSONL ({"index": i, "ids": [...], "length": n} a line),\n'
-        "by extension or --format. --masks adds assistant_mask and message_index;\n"
-        "--keep-columns the input's other fields (JSONL into Parquet: each field's\n"
-        "type is the one of the first chunk). OUT is written to a temporary file beside it and\n"
+        "OUT: Parquet (.parquet; columns index int64 = 0-based record index, ids\n"
+        'list<int32>, length int32) or JSONL (.jsonl, gzip-compressed as .jsonl.gz;\n'
+        '{"index": i, "ids": [...], "length": n} a line), by extension or --format: the\n'
+        "columns of qwen4exp.ray.tokenize_dataset. --masks adds assistant_mask\n"
+        "(list<bool>) and message_index (list<int32>); --keep-columns the input's other\n"
+        "fields (JSONL into Parquet: each field's type is the one of the first chunk; an\n"
+        "integer outside int64 or an object with no keys is an input error, exit 3;\n"
+        "Parquet into JSONL: a NaN or infinite float is written as null, and the summary\n"
+        "counts them). OUT is written to a temporary file beside it and\n"
         "renamed at the end: on --on-error stop, Ctrl-C, SIGTERM or SIGHUP no OUT appears (an\n"
         "existing OUT is left as it was) and the temporary file is removed. OUT and the\n"
         "errors file must be regular files, new files, or symbolic links to one (the file\n"
@@ -306,7 +312,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     )
     sp.add_argument("input", metavar="IN", help="input JSONL or Parquet file (- for JSONL on stdin)")
     sp.add_argument("output", metavar="OUT", help="output .parquet or .jsonl file")
-    sp.add_argument("--format", choices=("parquet", "jsonl"), help="output format (default: from OUT's extension)")
+    sp.add_argument("--format", choices=tuple(SINKS), help="output format (default: from OUT's extension)")
     sp.add_argument("--input-format", choices=("parquet", "jsonl"),
                     help="input format (default: from IN's extension; JSONL if unknown)")
     sp.add_argument("--threads", type=_positive_int, default=None, metavar="N",
@@ -336,8 +342,8 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
                          "token as encode_chat(..., return_masks=True): what to train on")
     sp.add_argument("--keep-columns", action="store_true",
                     help="carry every other field of the input records (JSONL keys, Parquet columns) into OUT")
-    add_chat_format_argument(sp, 'qwen3; every record is rendered in it, and one whose "chat_format" names '
-                                 "another fails")
+    add_chat_format_argument(sp, f'{default_format().name}; every record is rendered in it, and one whose '
+                                 '"chat_format" names another fails')
     tokenizer_opt(sp)
 
     sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",

@@ -17,6 +17,7 @@ import os
 import stat
 import sys
 
+from ..formats import default_format
 from .._files import kind_of
 from ..errors import RecordError
 from ..requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
@@ -100,7 +101,8 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
         raise RecordError('a record has either "text" or "messages", not both')
     render = dict(options.render)
     # the run's format (--chat-format, render_chat's default without it): a record may only repeat it
-    messages, request_options = request_from_json(obj, "record", render.pop("chat_format", "qwen3"))
+    messages, request_options = request_from_json(obj, "record", render.pop("chat_format", None)
+                                                  or default_format().name)
     chat = render_chat(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 

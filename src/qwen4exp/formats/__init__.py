@@ -47,6 +47,9 @@ def register(fmt: ChatFormat) -> ChatFormat:
             raise ChatFormatError(f"chat format {name!r} is already registered")
     if fmt.rules.name != fmt.name:
         raise ChatFormatError(f"chat format {fmt.name!r}: its rules are named {fmt.rules.name!r}")
+    if fmt.vocabulary_default and any(f.vocabulary_default and f.vocabulary == fmt.vocabulary
+                                      for f in _REGISTRY.values()):
+        raise ChatFormatError(f"chat format {fmt.name!r}: the {fmt.vocabulary} vocabulary already has a default")
     _REGISTRY[fmt.name] = fmt
     _ALIASES.update(dict.fromkeys(fmt.aliases, fmt.name))
     _NAMES = tuple(_REGISTRY)
@@ -89,8 +92,12 @@ def chat_format(name: Any) -> ChatFormat:
 
 
 def default_format(vocabulary: str = DEFAULT_VOCABULARY) -> ChatFormat:
-    """The format a tokenizer of `vocabulary` renders unless told otherwise."""
-    return chat_format(VOCABULARIES[vocabulary].default_format)
+    """The format a tokenizer of `vocabulary` renders unless told otherwise
+    (the default vocabulary's: what render_chat renders without chat_format)."""
+    for fmt in _REGISTRY.values():
+        if fmt.vocabulary == vocabulary and fmt.vocabulary_default:
+            return fmt
+    raise ChatFormatError(f"no chat format is the default of the {vocabulary!r} vocabulary")
 
 
 def formats_of_vocabulary(vocabulary: str) -> tuple[str, ...]:

@@ -53,6 +53,9 @@ class ChatFormat:
     hints: tuple[str, ...] = ()
     #: Other names the format answers to.
     aliases: tuple[str, ...] = ()
+    #: The format a tokenizer of its vocabulary renders unless told otherwise
+    #: (one per vocabulary).
+    vocabulary_default: bool = False
 
     @property
     def options(self) -> tuple[str, ...]:

@@ -157,6 +157,7 @@ FORMATS = (
             "1d944ff8f268b611abb296cdd24d0f51981eef1c8647ac321c3a0258f61eb6c9": {},  # training variant
         },
         hints=("<function-name>", "enable_thinking"),
+        vocabulary_default=True,
     ),
     ChatFormat(
         "qwen3-2507", "qwen3", QWEN3_2507, render_qwen3_2507,

@@ -228,6 +228,7 @@ FORMATS = (
             "c5a26eaf3aab77fdc4ec696540ff896713ff0764f552ce9f597ede99fc673034": {},  # training variant
         },
         hints=(*_XML, "preserve_thinking"),
+        vocabulary_default=True,
     ),
     ChatFormat(
         "qwen3.8", "qwen3.6", QWEN38, render_qwen35,
