@@ -160,35 +160,33 @@ def _read_texts(block: Block, rows: np.ndarray):
         try:
             table = pj.read_json(pa.BufferReader(data), read_options=read_options, parse_options=parse_options)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return None  # refused: cut() halves the part; its last pieces go line by line, naming the bad record
+            return None  # refused: the part is halved (below); its last pieces go line by line, naming the bad record
         if table.num_rows != len(part):  # two objects on one line
             return None
         return table.column("text").chunks
 
     done_rows, done_chunks = [], []
-
-    budget = [BISECT_READS]
-
-    def cut(part):  # part was refused
-        if len(part) <= BISECT_MIN or budget[0] < 2:
-            return  # its lines take the per-line path
-        budget[0] -= 2
-        halves = (part[: len(part) // 2], part[len(part) // 2:])
-        got = [read(h) for h in halves]
+    # Refused parts are halved depth first, first half first, with an explicit
+    # stack: a recursive closure would be a reference cycle holding every
+    # chunk's texts until the cyclic GC ran (a batch job's memory grew with
+    # its input).
+    refused, budget = [], BISECT_READS
+    halves, got = ((rows,), (read(rows),)) if len(rows) else ((), ())
+    while True:
         for h, g in zip(halves, got):
-            if g is None:
-                cut(h)
-            else:
+            if g is not None:
                 done_rows.append(h)
                 done_chunks.extend(g)
-
-    if len(rows):
-        got = read(rows)
-        if got is None:
-            cut(rows)
-        else:
-            done_rows.append(rows)
-            done_chunks.extend(got)
+        refused += [h for h, g in zip(halves[::-1], got[::-1]) if g is None]  # first half on top
+        if not refused:
+            break
+        part = refused.pop()
+        if len(part) <= BISECT_MIN or budget < 2:
+            halves, got = (), ()  # its lines take the per-line path
+            continue
+        budget -= 2
+        halves = (part[: len(part) // 2], part[len(part) // 2:])
+        got = [read(h) for h in halves]
     if not done_rows:
         return np.zeros(0, dtype=np.int64), []
     return np.concatenate(done_rows), done_chunks
