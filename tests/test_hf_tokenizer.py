@@ -55,13 +55,36 @@ HOSTILE_CHAT = [
 
 @pytest.fixture(scope="session")
 def folders(tmp_path_factory, qwen36_json):
-    """A model folder per vocabulary's format, and the Qwen3.5 small models' (nothink template)."""
+    """A model folder per vocabulary, in its default format, and the Qwen3.5
+    small models' (the nothink template, kept in chat_template.jinja)."""
     root = tmp_path_factory.mktemp("hf-folders")
     cache = os.path.dirname(qwen36_json)
     out = {fmt: model_folder(str(root / fmt), fmt, cache_dir=cache) for fmt in FORMAT_OF.values()}
-    out["qwen3.5-nothink"] = model_folder(str(root / "nothink"), "qwen3.5", template="qwen3_5_nothink.jinja",
-                                          template_file=True, cache_dir=cache)
+    out["qwen3.5-nothink"] = _variant(out["qwen3.6"], root / "nothink", template="qwen3_5_nothink.jinja",
+                                      template_file=True)
     return out
+
+
+def _variant(folder, dest, *, template: str | None = None, template_file: bool = False, **config) -> str:
+    """A copy of a model folder (tokenizer.json linked, not copied) with another
+    chat template (a file under tests/data/chat_templates/, or the text itself)
+    and tokenizer_config.json entries changed."""
+    os.makedirs(dest)
+    os.link(os.path.join(folder, "tokenizer.json"), os.path.join(dest, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    settings.update(config)
+    if template is not None:
+        text = template if "\n" in template else ref.TEMPLATES.joinpath(template).read_text(encoding="utf-8")
+        settings.pop("chat_template", None)
+        if template_file:
+            with open(os.path.join(dest, "chat_template.jinja"), "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            settings["chat_template"] = text
+    with open(os.path.join(dest, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    return str(dest)
 
 
 @pytest.fixture(scope="session")
@@ -238,11 +261,12 @@ def test_decoding_equals_transformers(pair):
 def test_token_conversions_and_vocabulary_equal_transformers(pair):
     ours, hf = pair
     assert ours.get_vocab() == hf.get_vocab()
-    assert (ours.vocab_size, len(ours)) == (hf.vocab_size, len(hf))
+    size = len(hf)  # transformers counts the tokens again on every call
+    assert (ours.vocab_size, len(ours)) == (hf.vocab_size, size)
     assert ours.get_added_vocab() == hf.get_added_vocab()
     assert {i: (t.content, t.special) for i, t in ours.added_tokens_decoder.items()} == \
         {i: (t.content, t.special) for i, t in hf.added_tokens_decoder.items()}
-    ids = list(range(0, len(hf), 997)) + sorted(hf.get_added_vocab().values()) + [len(hf), len(hf) + 100]
+    ids = list(range(0, size, 997)) + sorted(hf.get_added_vocab().values()) + [size, size + 100]
     for skip in (False, True):
         assert ours.convert_ids_to_tokens(ids, skip_special_tokens=skip) == \
             hf.convert_ids_to_tokens(ids, skip_special_tokens=skip)
@@ -361,11 +385,11 @@ def test_trl_masks_equal_transformers_on_trl_training_templates(pair, case):
     style equals those masks."""
     ours, hf = pair
     fmt = ours.chat_format
-    request = {"messages": FORMAT_CASES[case], "tools": TOOLS}
-    messages = ref.normalise(request, fmt)["messages"]
+    messages = ref.normalise({"messages": FORMAT_CASES[case]}, fmt)["messages"]
+    training = ref.template_text(fmt, training=True)
     assert ours.apply_chat_template(messages, tools=TOOLS, tokenize=False) == \
-        ref.reference_text(request, fmt, training=True)
-    theirs = hf.apply_chat_template(messages, tools=TOOLS, chat_template=ref.template_text(fmt, training=True),
+        hf.apply_chat_template(messages, tools=TOOLS, chat_template=training, tokenize=False)
+    theirs = hf.apply_chat_template(messages, tools=TOOLS, chat_template=training,
                                     tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     got = ours.apply_chat_template(messages, tools=TOOLS, return_dict=True, return_assistant_tokens_mask=True,
                                    assistant_mask_style="trl")
@@ -475,11 +499,10 @@ def test_save_pretrained_round_trip(loaded, tmp_path):
         ours.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True)
 
 
-def test_explicit_format_and_template_file_survive_saving(tmp_path):
+def test_explicit_format_and_template_file_survive_saving(folders, tmp_path):
     """A template qwen4exp does not recognise needs chat_format=; saving records
     it. A template kept in chat_template.jinja stays there."""
-    odd = model_folder(str(tmp_path / "odd"), "qwen3",
-                       template="{% for m in messages %}{{ m.content }}\n{% endfor %}")
+    odd = _variant(folders["qwen3"], tmp_path / "odd", template="{% for m in messages %}{{ m.content }}\n{% endfor %}")
     with pytest.raises(ChatFormatError, match="chat_format="):
         Qwen4ExpTokenizer.from_pretrained(odd)
     named = Qwen4ExpTokenizer.from_pretrained(odd, chat_format="qwen3-2507")
@@ -488,7 +511,7 @@ def test_explicit_format_and_template_file_survive_saving(tmp_path):
         assert json.load(f)["qwen4exp_chat_format"] == "qwen3-2507"
     assert Qwen4ExpTokenizer.from_pretrained(tmp_path / "named").chat_format == "qwen3-2507"
 
-    jinja = model_folder(str(tmp_path / "jinja"), "qwen3-2507", template_file=True)
+    jinja = _variant(folders["qwen3"], tmp_path / "jinja", template="qwen3_instruct_2507.jinja", template_file=True)
     instruct = Qwen4ExpTokenizer.from_pretrained(jinja)
     files = instruct.save_pretrained(tmp_path / "instruct")
     assert "chat_template.jinja" in {os.path.basename(f) for f in files}
@@ -504,13 +527,7 @@ def test_explicit_format_and_template_file_survive_saving(tmp_path):
 def test_loading_refuses_what_it_cannot_honour(folders, tmp_path):
     with pytest.raises(FileNotFoundError, match="snapshot_download"):
         Qwen4ExpTokenizer.from_pretrained("Qwen/Qwen3-8B")
-    bad = model_folder(str(tmp_path / "bad"), "qwen3")
-    path = os.path.join(bad, "tokenizer_config.json")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    config["eos_token"] = "<|my_eos|>"
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f)
+    bad = _variant(folders["qwen3"], tmp_path / "bad", eos_token="<|my_eos|>")
     with pytest.raises(VocabularyError, match="eos_token '<|my_eos|>' is not a token"):
         Qwen4ExpTokenizer.from_pretrained(bad)
     with pytest.raises(TypeError, match="unexpected keyword"):

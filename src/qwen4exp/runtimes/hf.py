@@ -109,7 +109,6 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         self._explicit_format = chat_format is not None
         self._atom_split = re.compile(
             "(" + "|".join(re.escape(a) for a in sorted(tok.atoms, key=len, reverse=True)) + ")")
-        self._vocab_cache: dict[str, int] | None = None
 
         init: dict[str, Any] = {key: config[key] for key in (*_INIT_KEYS, *_NAMED_SPECIAL) if key in config}
         # transformers' default for a Qwen folder lets typed atom spellings become atom ids; ours is DATA
@@ -125,7 +124,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         init.update(kwargs)
         for key in (*_NAMED_SPECIAL, "additional_special_tokens"):
             for token in _as_list(init.get(key)):
-                if not isinstance(token, (str, AddedToken)) or tok.token_to_id(str(token)) is None:
+                if not isinstance(token, (str, AddedToken)) or self._token_id(token) is None:
                     raise VocabularyError(
                         f"{folder}: {key} {token!r} is not a token of the folder's vocabulary "
                         "(Qwen4ExpTokenizer cannot add tokens)")
@@ -180,19 +179,22 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                               single_word=False)
                 for s, i in self.get_added_vocab().items()}
 
-    def _vocab(self) -> dict[str, int]:
-        if self._vocab_cache is None:
-            tok = self._tok
-            spellings = (tok.id_to_token(i) for i in range(tok.vocab_size))
-            self._vocab_cache = {s: i for i, s in enumerate(spellings) if s is not None}
-        return self._vocab_cache
+    def _vocab(self) -> Mapping[str, int]:
+        # the Tokenizer's own spelling table (token_to_id reads it), built once
+        return self._tok._spellings()[1]
+
+    def _token_id(self, token) -> int | None:
+        token = str(token)
+        # special tokens are atoms: no need to build the whole spelling table for them
+        found = self._tok.atoms.get(token)
+        return found if found is not None else self._tok.token_to_id(token)
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | None | list[int | None]:
         """Id of each token spelling (byte-level for BPE tokens, as written for
         atoms); None for a spelling the vocabulary lacks (there is no unk token)."""
         if isinstance(tokens, (str, AddedToken)):
-            return self._tok.token_to_id(str(tokens))
-        return [self._tok.token_to_id(str(t)) for t in tokens]
+            return self._token_id(tokens)
+        return [self._token_id(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False):
         """Spelling of each id (None for an id outside the vocabulary); with
@@ -213,7 +215,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
     def _add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
         """Nothing to add when every token is already in the vocabulary (what
         add_special_tokens({"pad_token": ...}) needs); any other is an error."""
-        missing = [str(t) for t in new_tokens if self._tok.token_to_id(str(t)) is None]
+        missing = [str(t) for t in new_tokens if self._token_id(t) is None]
         if missing:
             raise VocabularyError(
                 f"Qwen4ExpTokenizer cannot add tokens ({missing[0]!r}): its vocabulary is the model "
