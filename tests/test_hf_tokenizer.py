@@ -128,7 +128,7 @@ def test_qwen4exp_never_imports_transformers_and_hf_says_what_to_install():
             "try:\n    import qwen4exp.hf\nexcept ImportError as e:\n    print(e)\n")
     res = run_isolated(code)
     assert res.returncode == 0, res.stderr
-    assert "pip install 'qwen4exp[hf]'" in res.stdout and "transformers" in res.stdout
+    assert "pip install 'transformers>=4.57,<6'" in res.stdout and "pip install '.[hf]'" in res.stdout
 
 
 # -- plain text ---------------------------------------------------------------------
@@ -391,10 +391,16 @@ def test_trl_masks_equal_transformers_on_trl_training_templates(pair, case):
         hf.apply_chat_template(messages, tools=TOOLS, chat_template=training, tokenize=False)
     theirs = hf.apply_chat_template(messages, tools=TOOLS, chat_template=training,
                                     tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-    got = ours.apply_chat_template(messages, tools=TOOLS, return_dict=True, return_assistant_tokens_mask=True,
-                                   assistant_mask_style="trl")
+    # what TRL's SFTTrainer(assistant_only_loss=True) calls: its training variant as chat_template
+    got = ours.apply_chat_template(messages, tools=TOOLS, chat_template=training, tokenize=True, return_dict=True,
+                                   return_assistant_tokens_mask=True)
     assert got["input_ids"] == list(theirs["input_ids"])
     assert got["assistant_masks"] == list(theirs["assistant_masks"])
+    assert got == ours.apply_chat_template(messages, tools=TOOLS, return_dict=True, return_assistant_tokens_mask=True,
+                                           assistant_mask_style="trl")
+    own = ours.apply_chat_template(messages, tools=TOOLS, chat_template=training, return_dict=True,
+                                   return_assistant_tokens_mask=True, assistant_mask_style="qwen4exp")
+    assert own["input_ids"] == got["input_ids"] and sum(own["assistant_masks"]) < sum(got["assistant_masks"])
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -481,11 +487,13 @@ def test_save_pretrained_round_trip(loaded, tmp_path):
     from transformers import AutoTokenizer
 
     ours, hf = loaded("qwen3")
-    ours.padding_side = "left"
+    ours.padding_side, ours.assistant_mask_style = "left", "trl"
     try:
         files = ours.save_pretrained(tmp_path / "saved")
+        msgs, options = CHATS["tools"]
+        trl = ours.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True)
     finally:
-        ours.padding_side = "right"
+        ours.padding_side, ours.assistant_mask_style = "right", "qwen4exp"
     assert {os.path.basename(f) for f in files} == {"tokenizer_config.json", "tokenizer.json"}
     again = Qwen4ExpTokenizer.from_pretrained(tmp_path / "saved")
     theirs = AutoTokenizer.from_pretrained(tmp_path / "saved")  # still a transformers model folder
@@ -494,9 +502,10 @@ def test_save_pretrained_round_trip(loaded, tmp_path):
     for tokenizer in (again, theirs):
         _same(tokenizer(TEXTS[:6], padding=True), hf(TEXTS[:6], padding=True, padding_side="left"))
         assert tokenizer.special_tokens_map == hf.special_tokens_map
-    msgs, options = CHATS["tools"]
-    assert again.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True) == \
-        ours.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True)
+    assert again.assistant_mask_style == "trl"
+    assert again.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True) == trl
+    assert trl == ours.apply_chat_template(msgs, **options, return_dict=True, return_assistant_tokens_mask=True,
+                                           assistant_mask_style="trl")
 
 
 def test_explicit_format_and_template_file_survive_saving(folders, tmp_path):

@@ -47,8 +47,8 @@ try:
     from transformers.utils import get_json_schema, to_py_obj
 except ImportError as exc:  # transformers is an optional dependency
     raise ImportError(
-        "qwen4exp.hf needs transformers (4.57 or newer, before 6): "
-        "pip install 'qwen4exp[hf]' or pip install 'transformers>=4.57,<6'"
+        "qwen4exp.hf needs transformers 4.57 or newer (before 6): "
+        "pip install 'transformers>=4.57,<6', or in a clone of qwen4exp: pip install '.[hf]'"
     ) from exc
 
 from ..errors import ChatFormatError, Qwen4ExpError, VocabularyError
@@ -69,13 +69,17 @@ _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "pad_token")
 # Constructor keywords (besides the special tokens) and where they come from in tokenizer_config.json.
 _INIT_KEYS = ("model_max_length", "padding_side", "truncation_side", "clean_up_tokenization_spaces",
               "model_input_names", "additional_special_tokens", "split_special_tokens")
+# A template with {% generation %} blocks (TRL's training variants) asks for masks that follow them.
+_GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}")
 # from_pretrained keywords that only matter for a download; a local folder needs none of them.
 _HUB_KEYS = ("cache_dir", "force_download", "local_files_only", "token", "revision", "trust_remote_code",
              "use_fast", "proxies", "resume_download", "_from_auto", "_commit_hash")
 _CONFIG = "tokenizer_config.json"
 _TEMPLATE_FILE = "chat_template.jinja"
-# Where save_pretrained records a format named explicitly (a template qwen4exp does not recognise).
+# Where save_pretrained records a format named explicitly (a template qwen4exp does not
+# recognise) and a mask style other than the default; transformers ignores both keys.
 _FORMAT_KEY = "qwen4exp_chat_format"
+_MASK_KEY = "qwen4exp_assistant_mask_style"
 
 
 class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
@@ -88,6 +92,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
     template qwen4exp does not recognise) and tokenizer_config.json's
     settings: special tokens, model_max_length, padding and truncation sides.
     `add_special_tokens` is accepted and does nothing: Qwen adds no BOS or EOS.
+    `assistant_mask_style` ("qwen4exp", the default, or "trl") is the style
+    `apply_chat_template` gives assistant masks in unless a call names one.
     """
 
     model_input_names: list[str] = ["input_ids", "attention_mask"]
@@ -95,7 +101,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
     padding_side: str = "right"
     truncation_side: str = "right"
 
-    def __init__(self, model_folder: str | os.PathLike, *, chat_format: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, model_folder: str | os.PathLike, *, chat_format: str | None = None,
+                 assistant_mask_style: str | None = None, **kwargs: Any) -> None:
         folder = os.fspath(model_folder)
         unknown = sorted(set(kwargs) - set(_INIT_KEYS) - set(_NAMED_SPECIAL) - {"name_or_path"})
         if unknown:
@@ -103,9 +110,13 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         config = _read_config(folder)
         if chat_format is None and isinstance(config.get(_FORMAT_KEY), str):
             chat_format = config[_FORMAT_KEY]
+        if assistant_mask_style is None:
+            assistant_mask_style = config.get(_MASK_KEY, "qwen4exp")
+        _check_mask_style(assistant_mask_style)
         tok = Tokenizer.from_pretrained(folder, chat_format=chat_format)
         self._tok = tok
         self._folder = folder
+        self.assistant_mask_style = assistant_mask_style
         self._explicit_format = chat_format is not None
         self._atom_split = re.compile(
             "(" + "|".join(re.escape(a) for a in sorted(tok.atoms, key=len, reverse=True)) + ")")
@@ -387,7 +398,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         return_assistant_tokens_mask: bool = False,
         tokenizer_kwargs: dict[str, Any] | None = None,
         *,
-        assistant_mask_style: str = "qwen4exp",
+        assistant_mask_style: str | None = None,
         **kwargs: Any,
     ):
         """Render a conversation (a list of OpenAI-style messages) or a batch of
@@ -405,7 +416,10 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         assistant turn's output: through its <|im_end|> (assistant_mask_style
         "qwen4exp", qwen4exp's EncodedChat.assistant_mask), or also the newline
         after it ("trl", what transformers computes from TRL's training
-        templates' {% generation %} blocks).
+        templates' {% generation %} blocks). Left None, the style is "trl" when
+        `chat_template` has {% generation %} blocks (TRL passes its training
+        variant of the model's template), else the tokenizer's
+        `assistant_mask_style`.
         """
         if documents is not None:
             raise ChatFormatError("apply_chat_template(): the Qwen chat formats have no documents (RAG) section")
@@ -415,9 +429,10 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         if return_assistant_tokens_mask and not (tokenize and return_dict):
             raise Qwen4ExpError("apply_chat_template(): return_assistant_tokens_mask=True needs tokenize=True "
                                 "and return_dict=True")
-        if assistant_mask_style not in ASSISTANT_MASK_STYLES:
-            raise Qwen4ExpError(f"apply_chat_template(): assistant_mask_style must be one of "
-                                f"{', '.join(map(repr, ASSISTANT_MASK_STYLES))}, not {assistant_mask_style!r}")
+        if assistant_mask_style is None:
+            generation_blocks = isinstance(chat_template, str) and _GENERATION_BLOCK.search(chat_template)
+            assistant_mask_style = "trl" if generation_blocks else self.assistant_mask_style
+        _check_mask_style(assistant_mask_style)
         options = self._template_options(chat_template, kwargs)
         batched = isinstance(conversation, (list, tuple)) and bool(conversation) and isinstance(
             conversation[0], (list, tuple))
@@ -508,7 +523,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         tokens, sides and lengths, and the chat template) and chat_template.jinja
         when the source kept the template there. transformers' AutoTokenizer
         loads the result as it loads the source folder; so does from_pretrained
-        (a format named with chat_format= is recorded as "qwen4exp_chat_format")."""
+        (a format named with chat_format= is recorded as "qwen4exp_chat_format",
+        a mask style other than "qwen4exp" as "qwen4exp_assistant_mask_style")."""
         if push_to_hub:
             raise Qwen4ExpError("save_pretrained(push_to_hub=True) is not supported: save, then upload the "
                                 "folder with huggingface_hub")
@@ -530,8 +546,11 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         for key in _NAMED_SPECIAL:
             config[key] = named.get(key)
         config.pop(_FORMAT_KEY, None)
+        config.pop(_MASK_KEY, None)
         if self._explicit_format:
             config[_FORMAT_KEY] = self.chat_format
+        if self.assistant_mask_style != "qwen4exp":
+            config[_MASK_KEY] = self.assistant_mask_style
         template = self.chat_template if isinstance(self.chat_template, str) else None
         jinja = os.path.join(directory, _TEMPLATE_FILE)
         if template is not None and os.path.exists(os.path.join(self._folder, _TEMPLATE_FILE)):
@@ -575,6 +594,12 @@ def _assistant_mask(chat: RenderedChat, enc, style: str) -> np.ndarray:
         if body.size:
             mask[where[body[0]] :where[-1] + 1] = True
     return mask
+
+
+def _check_mask_style(style: Any) -> None:
+    if style not in ASSISTANT_MASK_STYLES:
+        raise Qwen4ExpError(f"assistant_mask_style must be one of {', '.join(map(repr, ASSISTANT_MASK_STYLES))}, "
+                            f"not {style!r}")
 
 
 def _read_config(folder: str) -> dict[str, Any]:
