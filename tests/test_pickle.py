@@ -13,7 +13,8 @@ import pytest
 import corpora
 import qwen4exp
 from qwen4exp import Qwen4ExpError
-from qwen4exp.tokenizer import _arrays_sha256, _tokenizer_by_checksum
+from qwen4exp.loading import arrays_sha256 as _arrays_sha256
+from qwen4exp.tokenizer import _tokenizer_by_checksum
 
 from conftest import TOKENIZER_JSON, run_isolated
 

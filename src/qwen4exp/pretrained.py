@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _vocab_compile
 from ._files import read_regular_file
+from .loading import DATA_DIR, compiled_file
 from .errors import ChatFormatError, VocabularyError
 from .formats import chat_format as format_named, identify_template
 from .vocabulary import VOCABULARIES
@@ -58,9 +58,7 @@ def vocabulary_digest(arrays) -> str:
 def _bundled_digest(name: str) -> str:
     digest = _bundled_digests.get(name)
     if digest is None:
-        from .tokenizer import _DATA_DIR
-
-        with np.load(os.path.join(_DATA_DIR, VOCABULARIES[name].compiled)) as z:
+        with np.load(os.path.join(DATA_DIR, VOCABULARIES[name].compiled)) as z:
             digest = _bundled_digests[name] = vocabulary_digest(z)
     return digest
 
@@ -142,8 +140,6 @@ def _vocabulary(cls, source: str, cache_size: int, encode_threads: int | None):
     for name, vocab in VOCABULARIES.items():  # the very file a vocabulary was built from
         if vocab.kind == "tokenizer.json" and _source_sha(name) == raw_sha:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
-    from .tokenizer import compiled_file
-
     arrays = compiled_file(source)
     digest = vocabulary_digest(arrays)
     for name in VOCABULARIES:
@@ -161,9 +157,7 @@ _source_shas: dict[str, str] = {}
 def _source_sha(name: str) -> str:
     sha = _source_shas.get(name)
     if sha is None:
-        from .tokenizer import _DATA_DIR
-
-        with np.load(os.path.join(_DATA_DIR, VOCABULARIES[name].compiled)) as z:
+        with np.load(os.path.join(DATA_DIR, VOCABULARIES[name].compiled)) as z:
             sha = _source_shas[name] = z["source_sha256"].tobytes().hex()
     return sha
 

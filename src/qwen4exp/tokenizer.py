@@ -7,12 +7,9 @@ TRUSTED_CONTROL only resolves exact atoms.
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import os
-import threading
 import types
-import zipfile
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -25,7 +22,8 @@ from .formats import ChatFormat, chat_format as _format_named, default_format
 from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from ._encoder import NativeTokenizer
 from ._faults import InitFault
-from ._files import read_regular_file
+from .loading import arrays_sha256, bundled_arrays, compiled_file
+from .token_buffer import TokenBuffer
 from .completion import CompletionParser, parse_all
 from .decode_stream import DecodeStream, IdTables
 from .masks import EncodedChat, chat_masks
@@ -47,87 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
-_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
 _INT64_MAX = 2**63 - 1
 _CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
 CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
-
-class TokenBuffer:
-    """A growable int32 token buffer that only changes when a call fully succeeds.
-
-    `.array` is a read-only view of the committed tokens. One buffer may be
-    shared between threads: each append (and clear) is atomic, so appends from
-    several threads are all kept, each one whole, in some order.
-    `copy.copy`, `copy.deepcopy` and pickling give an independent buffer with
-    the same committed tokens (its own storage and lock): appending to either
-    never changes the other.
-    """
-
-    __slots__ = ("_buf", "_len", "_lock")
-
-    def __init__(self, capacity: int = 1024) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
-            raise ValueError(f"capacity must be a non-negative int, not {capacity!r}")
-        self._buf = np.empty(max(int(capacity), 16), dtype=np.int32)
-        self._len = 0
-        self._lock = threading.Lock()
-
-    @property
-    def array(self) -> np.ndarray:
-        with self._lock:
-            view = self._buf[: self._len]
-        view.flags.writeable = False
-        return view
-
-    def __len__(self) -> int:
-        return self._len
-
-    def clear(self) -> None:
-        with self._lock:
-            self._len = 0
-
-    def tolist(self) -> list[int]:
-        with self._lock:
-            return self._buf[: self._len].tolist()
-
-    def _append(self, ids: np.ndarray) -> None:
-        """Commit ids at the end. Anything that can fail happens before the commit."""
-        with self._lock:
-            need = self._len + len(ids)
-            buf = self._buf
-            if need > len(buf):
-                buf = np.empty(max(need, 2 * len(buf)), dtype=np.int32)  # may raise MemoryError
-                buf[: self._len] = self._buf[: self._len]
-            buf[self._len : need] = ids
-            self._buf, self._len = buf, need
-
-    def __copy__(self) -> "TokenBuffer":
-        with self._lock:
-            committed = self._buf[: self._len].copy()
-        return TokenBuffer._of(committed)
-
-    def __deepcopy__(self, memo) -> "TokenBuffer":
-        return self.__copy__()  # int32 values: nothing deeper to copy
-
-    def __reduce__(self):
-        with self._lock:
-            committed = self._buf[: self._len].copy()
-        return TokenBuffer._of, (committed,)
-
-    @staticmethod
-    def _of(committed: np.ndarray) -> "TokenBuffer":
-        """A new buffer whose committed tokens are `committed` (its own copy)."""
-        committed = np.asarray(committed, dtype=np.int32)
-        buf = TokenBuffer(len(committed))
-        buf._append(committed)
-        return buf
-
-    def __repr__(self) -> str:
-        head = self._buf[: min(self._len, 8)].tolist()
-        more = ", ..." if self._len > 8 else ""
-        return f"TokenBuffer({self._len} tokens: [{', '.join(map(str, head))}{more}])"
-
 
 def vocabularies() -> tuple[str, ...]:
     """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
@@ -167,7 +88,7 @@ class Tokenizer:
                 "use Tokenizer.from_file for a tokenizer.json, Tokenizer.from_pretrained for a model folder"
             )
         self._vocab_name = vocab.name
-        self._load_compiled(os.path.join(_DATA_DIR, vocab.compiled), cache_size, encode_threads)
+        self._init_arrays(bundled_arrays(vocab), cache_size, encode_threads)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, *, chat_format: str | None = None,
@@ -200,20 +121,6 @@ class Tokenizer:
         self._vocab_name = None
         self._init_arrays(compiled_file(path), cache_size, encode_threads)
         return self
-
-    def _load_compiled(self, path: str, cache_size: int, encode_threads: int | None) -> None:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"compiled vocabulary {path!r} is missing: reinstall qwen4exp (pip install .) "
-                "so that its build step compiles the vocabularies under vocab/"
-            )
-        try:
-            with np.load(path) as z:
-                arrays = {k: z[k] for k in z.files}
-            _vocab_compile.check_compiled(arrays, self_encoding=True)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # VocabFormatError is a ValueError
-            raise VocabularyError(f"{path}: a damaged compiled vocabulary ({exc})") from None
-        self._init_arrays(arrays, cache_size, encode_threads)
 
     def _init_arrays(
         self, arrays: Mapping[str, np.ndarray], cache_size: int, encode_threads: int | None = None
@@ -286,7 +193,7 @@ class Tokenizer:
         if name is not None:
             return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
         if self._compiled_sha256 is None:
-            self._compiled_sha256 = _arrays_sha256(self._compiled)
+            self._compiled_sha256 = arrays_sha256(self._compiled)
         return (
             _tokenizer_by_checksum,
             (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads, binding),
@@ -649,44 +556,6 @@ class Tokenizer:
         raise fault_error(fault, data, starts, ends)
 
 
-def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The compiled arrays of a tokenizer.json (or a directory holding one), from
-    the cache under $QWEN4EXP_CACHE (default ~/.cache/qwen4exp, keyed by the
-    file's SHA-256) or compiled and cached (see Tokenizer.from_file)."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        path = os.path.join(path, "tokenizer.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no tokenizer.json at {path!r}")
-    raw = read_regular_file(path)  # a FIFO or a device is refused, never read
-    digest = hashlib.sha256(raw).hexdigest()
-    cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen4exp")
-    cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")
-    if os.path.isfile(cached):
-        try:
-            with np.load(cached) as z:
-                arrays = {k: z[k] for k in z.files}
-            # a cache entry is compiled from a tokenizer.json: it has no self_encoding flags
-            _vocab_compile.check_compiled(arrays, self_encoding=False)
-            if arrays["source_sha256"].tobytes().hex() == digest:
-                return arrays
-        except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
-            pass
-    try:
-        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
-    except _vocab_compile.VocabFormatError as exc:
-        raise VocabularyError(str(exc)) from None
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = f"{cached}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # caching is an optimisation only
-    return arrays
-
-
 def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,
                        binding: tuple | None = None) -> Tokenizer:
     tok = Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
@@ -705,7 +574,7 @@ def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_th
         _vocab_compile.check_compiled(arrays, self_encoding=False, deep=True)
     except _vocab_compile.VocabFormatError as exc:
         raise VocabularyError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
-    got = _arrays_sha256(arrays)
+    got = arrays_sha256(arrays)
     if got != sha256:
         raise VocabularyError(
             f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
@@ -723,16 +592,6 @@ def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_th
     if binding is not None:
         tok._bind(*binding)
     return tok
-
-
-def _arrays_sha256(arrays: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 over the compiled arrays: names, dtypes, shapes and bytes."""
-    h = hashlib.sha256()
-    for key in sorted(arrays):
-        a = np.ascontiguousarray(arrays[key])
-        h.update(f"{key}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.data)
-    return h.hexdigest()
 
 
 def _exact_str(text, where: str) -> str:
