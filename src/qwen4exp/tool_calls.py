@@ -207,6 +207,13 @@ _STREAM, _BUFFER, _DROP = range(3)
 # text that is not whitespace), or not a delimiter here.
 _NO, _WAIT, _WAIT_SPACE, _CLOSED, _NEXT_PARAMETER, _FUNCTION_CLOSES, _BODY_ENDS = range(7)
 _CANDIDATE = re.compile("[\n<]")  # where a closing delimiter can start
+# The proper prefixes of the tags that can end a value, by where they start: a
+# short undecided tail of a value is looked up here (_value_tail).
+_TAG_PREFIXES_NL = frozenset(t[:k] for t in (_NL_PARAMETER_END, _NL_PARAMETER, _NL_FUNCTION_END)
+                             for k in range(1, len(t)))
+_TAG_PREFIXES_LT = frozenset(t[:k] for t in (PARAMETER_END, FUNCTION_END) for k in range(1, len(t)))
+_TAG_PREFIXES_LINE = _TAG_PREFIXES_LT | frozenset(PARAMETER[:k] for k in range(1, len(PARAMETER)))
+_TAIL_MAX = len(_NL_PARAMETER_END)
 
 # Held text: what the undecided text waits for. While a feed cannot end the
 # wait, its text is only set aside (O(1) an id, whatever is held): whitespace
@@ -290,6 +297,10 @@ class CallReader:
             return [Delta("tool_call", fragment, self.index)]
         if state >= _JSON_ANY:  # read whole at the end
             return []
+        if state == _VALUE and not self.hold and len(self.buf) + len(text) <= _TAIL_MAX:
+            tail = self.buf + text
+            if ">" not in tail and "=" not in tail:
+                return self._value_tail(tail)
         if self.hold:
             if not _decides(self.hold, text):
                 self.held.append(text)
@@ -480,6 +491,29 @@ class CallReader:
         self.buf = ""
         self._end_value(_BODY_ENDS, out)
         return True
+
+    def _value_tail(self, buf: str) -> list:
+        """_value for a short buffer without '>' or '=' (no whole tag can be in it,
+        only the start of one): the newlines and '<' a value is full of, at the
+        cost of a few look-ups. Takes the text before the first place where a tag
+        can still start, holds the rest."""
+        self.scanned += len(buf)
+        line = self.line_start and not self.has_text
+        n = len(buf)
+        p = 0
+        while p < n:
+            c = buf[p]
+            if c == "\n":
+                if buf[p:] in _TAG_PREFIXES_NL:
+                    break
+            elif c == "<":
+                if buf[p:] in (_TAG_PREFIXES_LINE if p == 0 and line else _TAG_PREFIXES_LT):
+                    break
+            p += 1
+        out: list = []
+        self._take(buf[:p], out)
+        self.buf = buf[p:]
+        return out
 
     def _decide(self, buf: str, p: int, final: bool) -> tuple[int, int]:
         """Whether a value ends at `p` (a newline or '<') and where the text resumes."""
