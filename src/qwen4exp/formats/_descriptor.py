@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from ..chat_validate import JSON_CALLS, Request, Rules
 
-__all__ = ["ChatFormat", "template_digest", "OPTION_NAMES"]
+__all__ = ["ChatFormat", "template_digest", "fingerprints", "OPTION_NAMES"]
 
 #: The render options a format may have, in the order the help lists them.
 OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort")
@@ -28,6 +28,11 @@ def template_digest(template: str) -> str:
     surrounding whitespace (a template saved as chat_template.jinja usually
     ends with a newline that tokenizer_config.json's copy lacks)."""
     return hashlib.sha256(template.strip().encode("utf-8")).hexdigest()
+
+
+def fingerprints(*digests: str, **implied: Any) -> dict[str, dict[str, Any]]:
+    """ChatFormat.templates for templates that imply the same render options."""
+    return {d: dict(implied) for d in digests}
 
 
 @dataclass(frozen=True, eq=False)
