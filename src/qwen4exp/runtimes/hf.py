@@ -91,7 +91,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
     does (vocabulary and chat format; `chat_format=` names the format for a
     template qwen4exp does not recognise) and tokenizer_config.json's
     settings: special tokens, model_max_length, padding and truncation sides.
-    `add_special_tokens` is accepted and does nothing: Qwen adds no BOS or EOS.
+    Encoding calls accept `add_special_tokens=` and add nothing either way:
+    Qwen adds no BOS or EOS.
     `assistant_mask_style` ("qwen4exp", the default, or "trl") is the style
     `apply_chat_template` gives assistant masks in unless a call names one.
     """
