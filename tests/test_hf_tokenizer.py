@@ -19,6 +19,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, VocabularyError
@@ -26,7 +28,7 @@ from qwen4exp.errors import ChatFormatError, Qwen4ExpError, VocabularyError
 import _formats_reference as ref
 from _model_folders import model_folder
 from conftest import run_isolated
-from helpers import CODE, FORMAT_CASES, TOOLS, A, S, T, U, call
+from helpers import CODE, FORMAT_CASES, TOOLS, A, S, T, U, call, free_text
 
 from qwen4exp.hf import Qwen4ExpTokenizer  # noqa: E402  (after the helpers: transformers is installed for tests)
 
@@ -146,6 +148,18 @@ def test_plain_text_equals_transformers(pair):
     _same(ours(TEXTS, return_tensors="np", padding=True), hf(TEXTS, return_tensors="np", padding=True))
     _same(ours("one text", return_tensors="np"), hf("one text", return_tensors="np"))
     assert np.array_equal(ours.encode("one text", return_tensors="np"), hf.encode("one text", return_tensors="np"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(free_text, min_size=1, max_size=4), st.integers(1, 12), st.booleans())
+def test_random_batches_equal_transformers(pair, texts, max_length, left):
+    ours, hf = pair
+    texts = [t for t in texts if not any(a in t for a in ref.ALL_ATOMS)] or ["x"]  # typed atoms: see below
+    side = "left" if left else "right"
+    for opts in (dict(padding=True, padding_side=side), dict(truncation=True, max_length=max_length)):
+        _same(ours(texts, **opts), hf(texts, **opts))
+    ids = hf(texts)["input_ids"]
+    assert ours.batch_decode(ids) == hf.batch_decode(ids)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
