@@ -246,6 +246,26 @@ def _stop_exception(signum: int) -> BaseException:
     return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
 
+def use_returning_arrow_pool() -> None:
+    """Make pyarrow's jemalloc pool the default for this run, where pyarrow
+    has one and ARROW_DEFAULT_MEMORY_POOL does not name a pool: it gives
+    freed pages back to the system within about a second, whichever thread
+    freed them, so a job's peak memory is set by its chunk window. pyarrow's
+    default, mimalloc, kept what the JSON reader's threads had allocated and
+    the pipeline freed: the peak went on growing with the input (docs/
+    PERFORMANCE.md, "A batch job's memory")."""
+    import os
+
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    try:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except (ImportError, NotImplementedError):  # no pyarrow (JSONL to JSONL), or built without jemalloc
+        pass
+
+
 def cmd_batch(args, engine=None) -> int:
     """`qwen4exp batch` on `engine`, an engine class (see the module doc;
     default LocalEngine)."""
@@ -263,6 +283,7 @@ def cmd_batch(args, engine=None) -> int:
     )
     if out_fmt == "parquet":
         need_module("pyarrow.parquet")
+    use_returning_arrow_pool()
     if show_progress:
         need_module("tqdm")
 
