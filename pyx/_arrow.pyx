@@ -366,30 +366,3 @@ cdef Py_ssize_t row_bytes(const Column *c, Py_ssize_t first, Py_ssize_t end) noe
     row_bounds(c, first, &a, &x)
     row_bounds(c, end - 1, &y, &b)
     return <Py_ssize_t> (b - a) if b >= a else 0
-
-
-def join_id_arrays(list arrays):
-    """(offsets, values) of a list<int32> array whose rows are the given
-    int32 arrays (C-contiguous, as encode_chats returns them): one pass,
-    no Python object per id. ValueError past 2**31 - 1 ids."""
-    cdef Py_ssize_t n = len(arrays), k, total = 0, at = 0
-    cdef cnp.ndarray a
-    offsets = np.empty(n + 1, dtype=np.int32)
-    cdef int32_t[::1] ov = offsets
-    ov[0] = 0
-    for k in range(n):
-        a = arrays[k]
-        if a.dtype != np.int32 or a.ndim != 1 or not a.flags.c_contiguous:
-            raise TypeError(f"arrays[{k}] is not a 1-D C-contiguous int32 array")
-        total += a.shape[0]
-        if total > INT32_MAX:
-            raise ValueError("more than 2**31 - 1 ids in one list array")
-        ov[k + 1] = <int32_t> total
-    values = np.empty(total, dtype=np.int32)
-    cdef int32_t *dst = <int32_t *> cnp.PyArray_DATA(values)
-    for k in range(n):
-        a = arrays[k]
-        if a.shape[0]:
-            memcpy(dst + at, cnp.PyArray_DATA(a), <size_t> a.shape[0] * sizeof(int32_t))
-            at += a.shape[0]
-    return offsets, values

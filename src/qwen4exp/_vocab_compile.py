@@ -25,10 +25,13 @@ def _load_descriptors():
         from . import vocabulary
     except ImportError:
         import importlib.util
+        import sys
 
         spec = importlib.util.spec_from_file_location(
             "_qwen4exp_vocabulary", os.path.join(os.path.dirname(os.path.abspath(__file__)), "vocabulary.py"))
         vocabulary = importlib.util.module_from_spec(spec)
+        # dataclasses resolves string annotations through sys.modules
+        sys.modules.setdefault(spec.name, vocabulary)
         spec.loader.exec_module(vocabulary)
     return vocabulary
 
