@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qwen4exp
-from qwen4exp.errors import ChatFormatError, Qwen4ExpError, VocabularyError
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError
 
 import _formats_reference as ref
 from _model_folders import model_folder
@@ -563,6 +563,13 @@ def test_loading_refuses_what_it_cannot_honour(folders, tmp_path):
         ours("a", return_offsets_mapping=True)
     with pytest.raises(TypeError, match=r"text\[1\] is int"):
         ours(["a", 5])
+    for trusted in (True, False):
+        with pytest.raises(TextEncodingError, match=r"text\[1\]: not valid Unicode \(lone surrogate U\+D800"):
+            ours(["fine", "a\ud800b"], split_special_tokens=not trusted)
+        with pytest.raises(TextEncodingError, match=r"text: not valid Unicode"):
+            ours.encode("<|im_end|>\udfff", split_special_tokens=not trusted)
+    with pytest.raises(TextEncodingError, match=r"messages\[0\]\.content"):
+        ours.apply_chat_template([U("x\ud800")])
 
 
 def test_pickles(loaded):

@@ -51,7 +51,7 @@ except ImportError as exc:  # transformers is an optional dependency
         "pip install 'transformers>=4.57,<6', or in a clone of qwen4exp: pip install '.[hf]'"
     ) from exc
 
-from ..errors import ChatFormatError, Qwen4ExpError, VocabularyError
+from ..errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
 from ..formats import chat_format as format_named
 from ..formats import identify_template
 from ..pretrained import read_chat_template
@@ -254,20 +254,30 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
     def _encode_texts(self, texts: list, trusted: bool, where: str) -> list[list[int]]:
         """Ids of each text: all DATA, or (trusted) with every atom spelling as
         its atom id, as transformers' PreTrainedTokenizerFast reads added tokens."""
+        def at(i: int) -> str:
+            return f"{where}: text[{i}]" if len(texts) > 1 else f"{where}: text"
+
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                at = f"text[{i}]" if len(texts) > 1 else "text"
-                raise TypeError(f"{where}: {at} is {type(text).__name__}, not str "
+                raise TypeError(f"{at(i)} is {type(text).__name__}, not str "
                                 "(Qwen4ExpTokenizer takes text, or a batch of texts; no pre-split words or ids)")
-        if not trusted:
-            return [self._tok.encode(texts[0])] if len(texts) == 1 else self._tok.encode_batch(texts)
-        out = []
-        for text in texts:
-            builder = SegmentBuilder()
-            for k, part in enumerate(self._atom_split.split(text)):
-                builder.control(part) if k % 2 else builder.text(part)
-            out.append(self._tok.encode_chat(builder.build()).tolist())
-        return out
+        try:
+            if not trusted:
+                return [self._tok.encode(texts[0])] if len(texts) == 1 else self._tok.encode_batch(texts)
+            out = []
+            for text in texts:
+                builder = SegmentBuilder()
+                for k, part in enumerate(self._atom_split.split(text)):
+                    builder.control(part) if k % 2 else builder.text(part)
+                out.append(self._tok.encode_chat(builder.build()).tolist())
+            return out
+        except TextEncodingError:
+            for i, text in enumerate(texts):  # name the text as the caller passed it
+                try:
+                    str.encode(text, "utf-8")
+                except UnicodeEncodeError as exc:
+                    raise surrogate_error(text, at(i), exc.start) from None
+            raise
 
     def _encode_plus(self, text, text_pair=None, add_special_tokens: bool = True,
                      padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
