@@ -82,11 +82,13 @@ def test_chat_struct_column_with_masks(qray, tok):
     convs = conversations(20)
     ds = qray.ray.data.from_arrow(pa.table({"messages": convs}))
     out = ray_rows(qray.tokenize_dataset(ds, column="messages", masks=True, batch_size=8, concurrency=1))
-    assert out.column_names == ["messages", "ids", "length", "assistant_mask"]
+    assert out.column_names == ["messages", "ids", "length", "assistant_mask", "message_index"]
     assert out.schema.field("assistant_mask").type == pa.list_(pa.bool_())
+    assert out.schema.field("message_index").type == pa.list_(pa.int32())
     local = tok.encode_chats([render_chat(c) for c in convs], num_threads=1, return_masks=True)
     assert out.column("ids").to_pylist() == [e.ids.tolist() for e in local]
     assert out.column("assistant_mask").to_pylist() == [e.assistant_mask.tolist() for e in local]
+    assert out.column("message_index").to_pylist() == [e.message_index.tolist() for e in local]
     assert all(0 < sum(m) < len(m) for m in out.column("assistant_mask").to_pylist())
 
 

@@ -10,12 +10,13 @@ extra) and imported only here, on first use.
 
 from __future__ import annotations
 
-from ._arrow import encode_string_arrays, invalid_utf8_rows, join_id_arrays
-from .errors import TextEncodingError, surrogate_error
+from ._arrow import encode_string_arrays, invalid_utf8_rows
+from .errors import Qwen4ExpError, TextEncodingError, surrogate_error
 
-__all__ = ["encode_arrow", "id_lists", "bool_array", "int_array", "list_array", "list_numpy", "offsets_numpy",
-           "valid_numpy",
-           "invalid_rows", "need_pyarrow"]
+__all__ = ["encode_arrow", "bool_array", "int_array", "list_array", "list_numpy", "offsets_numpy", "offsets_of",
+           "joined_rows", "valid_numpy", "invalid_rows", "need_pyarrow"]
+
+LIST_MAX = 2**31 - 1  # values one list<...> array (int32 offsets) can hold
 
 
 def need_pyarrow(where: str):
@@ -97,20 +98,55 @@ def encode_arrow(native, strings, num_threads: int):
     return out[0]
 
 
-def list_array(pa, offsets, values, validity=None, null_count: int = 0):
-    """A list<int32> array over int32 offsets and values (numpy arrays or
-    sequences; and a validity bitmap from bit 0, or None): contiguous int32
-    numpy buffers are used as they are."""
+def list_array(pa, offsets, values, validity=None, null_count: int = 0, kind=None):
+    """A list array over int32 offsets and values (numpy arrays or
+    sequences; and a validity bitmap from bit 0, or None) of `kind`
+    (pa.int32() by default, or pa.bool_()): contiguous numpy buffers of that
+    width are used as they are."""
     import numpy as np
 
+    kind = pa.int32() if kind is None else kind
     offsets = np.ascontiguousarray(offsets, dtype=np.int32)
     return pa.Array.from_buffers(
-        pa.list_(pa.int32()),
+        pa.list_(kind),
         len(offsets) - 1,
         [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets)],
         null_count=null_count if validity is not None else 0,
-        children=[int_array(pa, values, pa.int32())],
+        children=[bool_array(pa, values) if kind == pa.bool_() else int_array(pa, values, kind)],
     )
+
+
+def offsets_of(lengths, hint: str = ""):
+    """The int32 offsets of a list array whose rows are `lengths` long
+    (len(lengths) + 1 of them, from 0). Qwen4ExpError when they add up to
+    more than a list array holds (2**31 - 1 values); `hint` says what to do."""
+    import numpy as np
+
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > LIST_MAX:
+        raise Qwen4ExpError(f"{int(offsets[-1]):,} values in one list array, over Arrow's {LIST_MAX:,}"
+                            + (f": {hint}" if hint else ""))
+    return offsets.astype(np.int32)
+
+
+def joined_rows(rows, dtype, hint: str = ""):
+    """(offsets, values) of a list array whose rows are `rows` (numpy arrays
+    or sequences; None is an empty row): offsets_of their lengths, and their
+    values of numpy `dtype` end to end."""
+    import itertools
+
+    import numpy as np
+
+    lengths = np.fromiter((0 if x is None else len(x) for x in rows), dtype=np.int64, count=len(rows))
+    offsets = offsets_of(lengths, hint)
+    filled = [x for x in rows if x is not None and len(x)]
+    if all(isinstance(x, np.ndarray) for x in filled):
+        values = np.concatenate(filled).astype(dtype, copy=False) if filled else np.zeros(0, dtype=dtype)
+    else:
+        values = np.fromiter(itertools.chain.from_iterable(x.tolist() if isinstance(x, np.ndarray) else x
+                                                           for x in filled), dtype=dtype, count=int(offsets[-1]))
+    return offsets, values
 
 
 def int_array(pa, values, kind):
@@ -173,14 +209,6 @@ def list_numpy(ids):
     values = np.frombuffer(child.buffers()[1], dtype=np.int32, count=len(child), offset=4 * child.offset) \
         if len(child) else np.zeros(0, dtype=np.int32)
     return offsets, values
-
-
-def id_lists(ids):
-    """A list<int32> array of per-row int32 id arrays (encode_chats' results),
-    filled natively in one pass."""
-    pa = need_pyarrow("id_lists()")
-    offsets, values = join_id_arrays(list(ids))
-    return list_array(pa, offsets, values)
 
 
 def invalid_rows(strings):

@@ -28,7 +28,7 @@ from collections import deque
 
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
 from .encode import EncodedChunk, encode_chunk, encode_work
-from .sinks import ErrorsFile, Sink, check_paths, write_errors
+from .sinks import ErrorsFile, check_paths, sink_for, write_errors
 from .columns import ExtraColumns, check_kept_names, record_options
 from .sources import Failure, format_of, open_source
 
@@ -271,7 +271,7 @@ def cmd_batch(args, engine=None) -> int:
     default LocalEngine)."""
     engine_class = engine or LocalEngine
     in_fmt = format_of(args.input, args.input_format, "input", default="jsonl")
-    out_fmt = format_of(args.output, args.format, "output")
+    sink_class = sink_for(args.output, args.format)
     if args.output == "-":
         raise UsageError("OUT must be a file (it is written atomically)")
     errors_path = args.errors
@@ -281,8 +281,7 @@ def cmd_batch(args, engine=None) -> int:
     show_progress = (not args.quiet) and (
         args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
     )
-    if out_fmt == "parquet":
-        need_module("pyarrow.parquet")
+    sink_class.require()
     use_returning_arrow_pool()
     if show_progress:
         need_module("tqdm")
@@ -298,7 +297,7 @@ def cmd_batch(args, engine=None) -> int:
     sink = progress = engine = None
     with StopSignals() as signals:
         try:
-            sink = Sink(args.output, out_fmt, extra)
+            sink = sink_class(args.output, extra)
             engine = engine_class(tok, args)
             progress = Progress(source, show_progress)
             stats = run_pipeline(source, sink, engine, policy, progress, args.chunk_size, args.chunk_bytes,
@@ -308,7 +307,7 @@ def cmd_batch(args, engine=None) -> int:
             return abandon_run(exc, signals, progress, sink, engine, policy, args.errors)
         engine.close()
     if not args.quiet:
-        _summary(stats, args.output, out_fmt, sink.rows, errors_path)
+        _summary(stats, args.output, sink_class.name, sink.rows, errors_path, extra.nulled)
     return EXIT_RECORDS_FAILED if stats.failures else EXIT_OK
 
 
@@ -356,7 +355,7 @@ def abandon_run(exc: BaseException, signals, progress, sink, engine, policy, err
     raise exc
 
 
-def _summary(stats: Stats, output: str, out_fmt: str, rows: int, errors_path) -> None:
+def _summary(stats: Stats, output: str, out_fmt: str, rows: int, errors_path, nulled) -> None:
     n_bad = len(stats.failures)
     secs = max(stats.seconds, 1e-9)
     mb = stats.bytes / 1e6
@@ -370,3 +369,6 @@ def _summary(stats: Stats, output: str, out_fmt: str, rows: int, errors_path) ->
         file=sys.stderr,
     )
     print(f"  wrote {output} ({out_fmt}, {rows:,} rows)", file=sys.stderr)
+    for name, count in nulled.items():  # JSONL has no NaN or Infinity
+        print(f"  {count:,} NaN/Infinity value{'s' * (count != 1)} of {name!r} written as null (JSON has no "
+              "such numbers; Parquet OUT keeps them)", file=sys.stderr)

@@ -17,6 +17,8 @@ import os
 import numpy as np
 import ray
 
+from ..arrow import offsets_of
+from ..errors import Qwen4ExpError
 from ..ray import TokenizerPool
 from .blocks import Rows, block_of_lines
 from .columns import RecordOptions, join_kept, record_options
@@ -99,11 +101,11 @@ def _joined(parts) -> EncodedChunk:
     columns = None
     if filled:
         index, lengths, flat = (np.concatenate([c[k] for c in filled]) for k in range(3))
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if offsets[-1] > 2**31 - 1:
-            raise InputError("a row group holds more than 2**31 tokens")
-        columns = (index, lengths, flat, offsets.astype(np.int32), int(offsets[-1]))
+        try:
+            offsets = offsets_of(lengths)
+        except Qwen4ExpError as exc:
+            raise InputError(f"a row group is too large: {exc}") from None
+        columns = (index, lengths, flat, offsets, int(offsets[-1]))
     masks = None
     if parts[0].masks is not None:
         masks = tuple(np.concatenate([p.masks[k] for p in parts]) for k in range(2))

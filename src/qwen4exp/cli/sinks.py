@@ -1,5 +1,5 @@
-"""Where `qwen4exp batch` results go: OUT (Parquet or JSONL) and the errors
-file, each written to a temporary file beside it and renamed into place only
+"""Where `qwen4exp batch` results go: OUT (a `Sink`: Parquet, or JSONL plain
+or gzip-compressed, by OUT's extension or --format) and the errors file, each written to a temporary file beside it and renamed into place only
 on success; the checks that each is (or will be) a regular file and that no
 written path aliases a path the run reads; and the columnar form (`flatten`)
 of one chunk's results.
@@ -19,11 +19,15 @@ import stat
 
 import numpy as np
 
+from .. import batch_schema
 from .._files import kind_of
-from ..arrow import int_array, list_array
+from ..arrow import int_array, joined_rows
+from ..errors import Qwen4ExpError
 from .common import InputError, OutputError, UsageError, need_module
+from .sources import JSONL_EXT, PARQUET_EXT
 
-__all__ = ["Sink", "ErrorsFile", "write_errors", "check_paths", "same_file", "flatten", "output_target"]
+__all__ = ["Sink", "ParquetSink", "JsonlSink", "SINKS", "sink_for", "ErrorsFile", "write_errors", "check_paths",
+           "same_file", "flatten", "output_target"]
 
 
 def output_target(name: str, path: str) -> str:
@@ -81,30 +85,31 @@ def _temp_beside(target: str, name: str):
 
 
 class Sink:
-    """Writes to a temporary file beside OUT (or beside the file a link at OUT
-    points to); `commit` renames it into place."""
+    """OUT in one file format: written to a temporary file beside OUT (or
+    beside the file a link at OUT points to) chunk by chunk (`write`), and
+    renamed into place by `commit` (or removed by `discard`). A subclass is
+    one format: its `name` (--format), its `extensions` (OUT's name picks
+    it: `sink_for`), `require()` (its optional modules) and the three steps
+    `_open(fd)`, `_write(...)`, `_close()`. Its columns are
+    qwen4exp.batch_schema's: index, the token columns, then the carried ones."""
 
-    def __init__(self, out: str, fmt: str, extra=None):
+    name: str = ""
+    extensions: tuple[str, ...] = ()
+
+    @classmethod
+    def require(cls) -> None:
+        """UsageError, before any work, when a module the format needs is missing."""
+
+    def __init__(self, out: str, extra=None):
+        from .columns import ExtraColumns
+
         self.out = out
-        self.fmt = fmt
-        self.extra = extra  # columns.ExtraColumns: the columns after index, ids, length
+        self.extra = extra if extra is not None else ExtraColumns(False, False)
         self.target = output_target("OUT", out)
         fd, self.tmp = _temp_beside(self.target, "OUT")
         self.rows = 0
-        self._writer = None
         try:
-            if fmt == "parquet":
-                os.close(fd)
-                pa = need_module("pyarrow")
-                pq = need_module("pyarrow.parquet")
-                self._pa, self._pq = pa, pq
-                self.schema = pa.schema(
-                    [("index", pa.int64()), ("ids", pa.list_(pa.int32())), ("length", pa.int32())]
-                )
-                if not self.extra:  # else opened at the first write, when the extra columns' types are known
-                    self._writer = pq.ParquetWriter(self.tmp, self.schema)
-            else:
-                self._file = os.fdopen(fd, "wb")
+            self._open(fd)
         except BaseException:
             self.discard()
             raise
@@ -114,67 +119,24 @@ class Sink:
         not needed), and for the extra columns the chunk's mask arrays and
         kept fields (columns.py)."""
         try:
-            self._write(index, lengths, flat, offsets, ids_list, masks, kept)
+            self._write(index, flat, offsets, masks, kept)
         except OSError as exc:  # disk full, file too large, I/O error
             raise OutputError(f"cannot write {self.out}: {exc.strerror or exc}") from None
         self.rows += len(index)
 
-    def _write(self, index, lengths, flat, offsets, ids_list, masks, kept) -> None:
-        extra = self.extra
-        if self.fmt == "parquet":
-            pa = self._pa
-            if self._writer is None:
-                self._open_writer(kept)
-            ids = list_array(pa, offsets, flat)
-            columns = [int_array(pa, index, pa.int64()), ids, int_array(pa, lengths, pa.int32())]
-            if extra:
-                columns += extra.arrays(pa, offsets, masks, kept)
-            self._writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
-        else:  # the lines are written natively from the flat ids (pyx/_jsonl.pyx)
-            from .._jsonl import jsonl_rows
-
-            ends = [e.encode("utf-8") for e in extra.json_suffixes(offsets, masks, kept)] if extra else None
-            self._file.write(jsonl_rows(np.ascontiguousarray(index, dtype=np.int64),
-                                        np.ascontiguousarray(offsets, dtype=np.int32),
-                                        np.ascontiguousarray(flat, dtype=np.int32), ends))
-
-    def _open_writer(self, kept) -> None:
-        if self.extra:
-            self.schema = self.extra.schema(self._pa, self.schema, kept)
-        self._writer = self._pq.ParquetWriter(self.tmp, self.schema)
-
     def commit(self) -> None:
         try:
-            self._commit()
+            self._close()
+            _replace(self.tmp, self.target, "OUT")
         except OSError as exc:
             raise OutputError(f"cannot write {self.out}: {exc.strerror or exc}") from None
-
-    def _commit(self) -> None:
-        if self.fmt == "parquet":
-            if self._writer is None:  # no rows: the columns the first one would have had
-                self._open_writer([])
-            self._writer.close()
-            self._writer = None
-            fd = os.open(self.tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        else:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-        _replace(self.tmp, self.target, "OUT")
         self.tmp = None
 
     def discard(self) -> None:
         if self.tmp is None:
             return
         try:
-            if self._writer is not None:
-                self._writer.close()
-            elif getattr(self, "_file", None) is not None:
-                self._file.close()
+            self._abandon()
         except Exception:  # noqa: BLE001 - we are throwing it away
             pass
         try:
@@ -183,30 +145,132 @@ class Sink:
             pass
         self.tmp = None
 
+    def _open(self, fd: int) -> None:
+        raise NotImplementedError
+
+    def _write(self, index, flat, offsets, masks, kept) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Finish the temporary file and make it durable (fsync)."""
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        """Close the temporary file without finishing it."""
+
+
+class ParquetSink(Sink):
+    """Parquet: the schema's Arrow types; with carried JSONL fields, fixed by
+    the first chunk (the writer opens at the first write)."""
+
+    name, extensions = "parquet", PARQUET_EXT
+
+    @classmethod
+    def require(cls) -> None:
+        need_module("pyarrow.parquet")
+
+    def _open(self, fd: int) -> None:
+        os.close(fd)
+        self._pa, self._pq = need_module("pyarrow"), need_module("pyarrow.parquet")
+        self._writer = None
+
+    def _write(self, index, flat, offsets, masks, kept) -> None:
+        pa = self._pa
+        if self._writer is None:
+            self._open_writer(kept, index)
+        columns = ([int_array(pa, index, pa.int64())]
+                   + batch_schema.token_arrays(pa, offsets, flat, masks if self.extra.masks else None)
+                   + self.extra.kept_arrays(pa, kept, index))
+        table = pa.Table.from_arrays(columns, schema=self.schema)
+        try:
+            self._writer.write_table(table)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise InputError(f"--keep-columns: Parquet cannot store these columns ({exc}): write JSONL") from None
+
+    def _open_writer(self, kept, index=()) -> None:
+        pa = self._pa
+        self.schema = self.extra.schema(pa, kept, index)
+        try:
+            self._writer = self._pq.ParquetWriter(self.tmp, self.schema)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise InputError(f"--keep-columns: Parquet cannot store these columns ({exc}): write JSONL") from None
+
+    def _close(self) -> None:
+        if self._writer is None:  # no rows: the columns the first one would have had
+            self._open_writer([])
+        self._writer.close()
+        self._writer = None
+        fd = os.open(self.tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _abandon(self) -> None:
+        if getattr(self, "_writer", None) is not None:
+            self._writer.close()
+
+
+class JsonlSink(Sink):
+    """JSONL, one object a line: {"index": i, "ids": [...], "length": n, ...};
+    gzip-compressed when OUT's name ends in .gz. The lines are written
+    natively from the flat ids (pyx/_jsonl.pyx)."""
+
+    name, extensions = "jsonl", JSONL_EXT
+
+    def _open(self, fd: int) -> None:
+        self._raw = os.fdopen(fd, "wb")
+        self._file = self._raw
+        if self.target.lower().endswith(".gz"):
+            import gzip
+
+            self._file = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
+
+    def _write(self, index, flat, offsets, masks, kept) -> None:
+        from .._jsonl import jsonl_rows
+
+        ends = [e.encode("utf-8") for e in self.extra.json_suffixes(offsets, masks, kept)] if self.extra else None
+        self._file.write(jsonl_rows(np.ascontiguousarray(index, dtype=np.int64),
+                                    np.ascontiguousarray(offsets, dtype=np.int32),
+                                    np.ascontiguousarray(flat, dtype=np.int32), ends))
+
+    def _close(self) -> None:
+        if self._file is not self._raw:
+            self._file.close()  # the gzip trailer
+        self._raw.flush()
+        os.fsync(self._raw.fileno())
+        self._raw.close()
+
+    def _abandon(self) -> None:
+        self._raw.close()
+
+
+# The formats OUT can have, by --format name; OUT's extension picks one (sink_for).
+SINKS = {cls.name: cls for cls in (ParquetSink, JsonlSink)}
+
+
+def sink_for(path: str, given: str | None = None) -> type[Sink]:
+    """The Sink class of OUT: --format's (`given`), else the one whose
+    extensions OUT's name ends with; UsageError when none does."""
+    if given:
+        return SINKS[given]
+    low = path.lower()
+    for cls in SINKS.values():
+        if low.endswith(cls.extensions):
+            return cls
+    raise UsageError(f"cannot tell the output format from {path!r}: name it "
+                     f"{' or '.join(cls.extensions[0] for cls in SINKS.values())}, or pass --format")
+
 
 def flatten(indexes, ids):
     """(index, lengths, flat, offsets, total): the columns Sink.write takes, of
     records numbered `indexes` with token ids `ids` (arrays or lists)."""
-    import itertools
-
-    import numpy as np
-
+    try:
+        offsets, flat = joined_rows(ids, np.int32)
+    except Qwen4ExpError as exc:
+        raise InputError(f"a chunk is too large: {exc}: use a smaller --chunk-size") from None
     index = np.fromiter(indexes, dtype=np.int64, count=len(ids))
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total > 2**31 - 1:
-        raise InputError("a chunk holds more than 2**31 tokens: use a smaller --chunk-size")
-    if ids and all(isinstance(x, np.ndarray) for x in ids):
-        flat = np.concatenate(ids).astype(np.int32, copy=False)
-    else:
-        flat = np.fromiter(
-            itertools.chain.from_iterable(x.tolist() if isinstance(x, np.ndarray) else x for x in ids),
-            dtype=np.int32,
-            count=total,
-        )
-    return index, lengths.astype(np.int32), flat, offsets.astype(np.int32), total
+    return index, np.diff(offsets), flat, offsets, int(offsets[-1])
 
 
 def same_file(a: str, b: str) -> bool:
