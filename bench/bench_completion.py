@@ -247,3 +247,42 @@ def test_bench_xml_completion_parser_stream(benchmark, xml_completions, capsys):
     benchmark.pedantic(run, rounds=3, warmup_rounds=1)
     _report_against_decode(benchmark, "qwen3.6 completion_parser.feed + Delta.openai() (one id per call)",
                            sum(len(i) for _, i in comps), "qwen3.6 decode_stream.step (one id per call)", capsys)
+
+
+# -- held text ---------------------------------------------------------------------
+
+
+def test_bench_held_text(benchmark, capsys):
+    """Every parser state (tests/_parser_states.py) fed 100,000 ids of each
+    kind of text the parser holds back (spaces, newlines, marker starts), one
+    id at a time, against the same number of ids of ordinary text: held text
+    costs O(1) an id, so no state is more than a small factor slower (a
+    quadratic path took 11 s for 20,000 spaces after </parameter>)."""
+    import time
+
+    from _parser_states import HELD_KINDS, ORDINARY, STATES, held_completion
+
+    tok = qwen4exp.Tokenizer("qwen3.6")
+    n_ids = 100_000
+
+    def run(state, unit):
+        prefix, held = held_completion(tok, state, unit, n_ids)
+        parser = tok.completion_parser()
+        parser.feed(prefix)
+        feed = parser.feed
+        start = time.perf_counter()
+        for i in held:
+            feed(i)
+        parser.finish()
+        return (time.perf_counter() - start) / len(held)
+
+    benchmark.group = "completion parser"
+    benchmark.pedantic(run, args=("call: after </parameter>", " "), rounds=3, warmup_rounds=1)
+    ordinary = min(run("content", ORDINARY) for _ in range(3))
+    worst = {kind: max((run(state, unit), state) for state in STATES) for kind, unit in HELD_KINDS.items()}
+    with capsys.disabled():
+        print(f"\nheld text, {n_ids:,} ids a state, one id per feed; ordinary content text "
+              f"{ordinary * 1e6:.2f} us/id")
+        for kind, (t, state) in worst.items():
+            print(f"  {kind:>18}: slowest state {state!r}: {t * 1e6:.2f} us/id ({t / ordinary:.1f}x ordinary)")
+    assert max(t for t, _ in worst.values()) < 40 * ordinary  # quadratic: thousands of times

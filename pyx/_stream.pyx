@@ -259,11 +259,13 @@ cdef class ParserCore:
         cdef list out = []
         cdef Py_ssize_t i
         cdef object data
-        if type(ids) is int and self.mode != DONE and self.result is None and 0 <= ids < len(self.parse):
+        if type(ids) is int and self.result is None and 0 <= ids < len(self.parse):
             i = ids  # one id: the generate loop's case
             data = self.parse[i]
             if data is not None:  # None: a gap in the ids, reported below
-                if type(data) is bytes:
+                if self.mode == DONE:
+                    self.trailing.append(ids)
+                elif type(data) is bytes:
                     self.text(<bytes> data, out)
                 else:
                     self.atom(i, self.count, out)

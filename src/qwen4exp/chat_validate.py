@@ -232,7 +232,10 @@ def _xml_value(value: Any, where: str, style: int) -> bytes:
     if kind is bool:
         return _XML_SCALARS[style][1 if value else 2]
     if kind is int:
-        return str(value).encode()
+        try:
+            return str(value).encode()
+        except ValueError:  # over the int-to-text digit limit: the JSON formats' ChatFormatError
+            return _json_text(value, where, "tool arguments")
     if kind is float and value - value == 0:  # finite: repr is both str() and JSON
         return repr(value).encode()
     if isinstance(value, str):  # a subclass: read as the str it holds

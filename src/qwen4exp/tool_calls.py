@@ -396,9 +396,11 @@ class CallReader:
             self.buf = ""
             return False
         if buf.startswith(PARAMETER, i):
+            self._flush_junk()
             self.buf, self.state = buf[i + len(PARAMETER) :], _KEY
             return True
         if buf.startswith(FUNCTION_END, i):
+            self._flush_junk()
             self.buf, self.state, self.function_closed = buf[i + len(FUNCTION_END) :], _AFTER, True
             return True
         rest = buf[i:]
@@ -409,16 +411,16 @@ class CallReader:
         return True
 
     def _junk(self, final: bool, out: list) -> bool:
-        """A line outside any parameter: dropped up to its end, and reported."""
+        """A line outside any parameter: dropped up to its end, and reported with
+        the lines that follow it up to the next tag (one report, not one a line)."""
         buf = self.buf
         nl = buf.find("\n")
         if nl < 0:
             self.junk.append(buf)
             self.buf = ""
             return False
-        self.junk.append(buf[:nl])
+        self.junk.append(buf[: nl + 1])
         self.buf, self.state = buf[nl:], _BETWEEN
-        self._flush_junk()
         return True
 
     def _flush_junk(self) -> None:
