@@ -120,7 +120,7 @@ class _SystemMessageBase(TypedDict):
 
 
 class SystemMessage(_SystemMessageBase, total=False):
-    content: Union[str, List[TextPart]]
+    content: Union[str, Sequence[TextPart]]
 
 
 class _UserMessageBase(TypedDict):
@@ -128,7 +128,7 @@ class _UserMessageBase(TypedDict):
 
 
 class UserMessage(_UserMessageBase, total=False):
-    content: Union[str, List[ContentPart]]
+    content: Union[str, Sequence[ContentPart]]
 
 
 class _AssistantMessageBase(TypedDict):
@@ -138,9 +138,9 @@ class _AssistantMessageBase(TypedDict):
 class AssistantMessage(_AssistantMessageBase, total=False):
     """A request's assistant turn (history, or what `parse_completion` gave)."""
 
-    content: Union[str, List[ContentPart], None]
+    content: Union[str, Sequence[ContentPart], None]
     reasoning_content: Optional[str]
-    tool_calls: List[Union[ToolCallParam, FlatToolCallParam]]
+    tool_calls: Sequence[Union[ToolCallParam, FlatToolCallParam]]
 
 
 class _ToolMessageBase(TypedDict):
@@ -148,15 +148,9 @@ class _ToolMessageBase(TypedDict):
 
 
 class ToolMessage(_ToolMessageBase, total=False):
-    content: Union[str, List[ContentPart]]
+    content: Union[str, Sequence[ContentPart]]
     tool_call_id: str  # not rendered
     name: str  # not rendered
-
-
-ChatMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage]
-#: What a message parameter accepts: the shapes above, or any mapping
-#: (a json.load result), checked when rendered.
-MessageLike = Union[ChatMessage, Mapping[str, Any]]
 
 
 # -- request: tools ------------------------------------------------------------
@@ -219,6 +213,14 @@ class ParsedCompletion(_ParsedCompletionBase, total=False):
 
     invalid_tool_calls: List[InvalidToolCall]
     errors: List[CompletionError]
+
+
+#: A request message. A parsed completion is one too: appended to the
+#: history it renders back to the ids the model wrote (docs/FORMAT.md, section 11).
+ChatMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, ParsedCompletion]
+#: What a message parameter accepts: the shapes above, or any mapping
+#: (a json.load result), checked when rendered.
+MessageLike = Union[ChatMessage, Mapping[str, Any]]
 
 
 # -- streaming: Delta.openai() --------------------------------------------------
