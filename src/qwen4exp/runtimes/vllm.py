@@ -79,7 +79,7 @@ def register() -> None:
 
 
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
-    """The atom ids `decode(skip_special=True)` drops (HF's special tokens)."""
+    """The atom ids `decode(skip_special=True)` drops (tokenizer.json's special ones)."""
     return sorted(i for i in tok.atoms.values() if not tok.decode_bytes([i], skip_special=True))
 
 
@@ -113,8 +113,17 @@ class Qwen4ExpTokenizer:
         self._truncation_side = truncation_side
         config = config or {}
         self._atoms = dict(tok.atoms)
-        self._special_ids = _special_atom_ids(tok)
-        self._special_set = frozenset(self._special_ids)
+        # Skipped by decode and convert_ids_to_tokens(skip_special_tokens=True):
+        # the atoms tokenizer.json marks special, as HF's decoder (and so vLLM's
+        # hf-mode detokenizer) skips them.
+        self._special_set = frozenset(_special_atom_ids(tok))
+        # all_special_*: the named ones of tokenizer_config.json, as transformers lists them.
+        named = [config.get(k) for k in ("bos_token", "eos_token", "unk_token", "pad_token")]
+        for key in ("additional_special_tokens", "extra_special_tokens"):
+            extra = config.get(key)
+            named += extra if isinstance(extra, list) else []
+        named = [t.get("content") if isinstance(t, dict) else t for t in named]
+        self._special_ids = sorted({self._atoms[t] for t in named if isinstance(t, str) and t in self._atoms})
         self._vocab: dict[str, int] | None = None
         self.eos_token = config.get("eos_token") if isinstance(config.get("eos_token"), str) else None
         self.pad_token = config.get("pad_token") if isinstance(config.get("pad_token"), str) else None
@@ -122,7 +131,7 @@ class Qwen4ExpTokenizer:
         # Longest first, so that a spelling that contains another wins.
         spellings = sorted(self._atoms, key=len, reverse=True)
         self._atom_pattern = re.compile("(" + "|".join(map(re.escape, spellings)) + ")")
-        self._max_chars = None
+        self._max_chars: int | None = None
 
     # -- construction ----------------------------------------------------------
 
@@ -155,7 +164,8 @@ class Qwen4ExpTokenizer:
 
     @property
     def all_special_tokens(self) -> list[str]:
-        return [self.qwen4exp_tokenizer.id_to_token(i) for i in self._special_ids]
+        spell = self.qwen4exp_tokenizer.id_to_token
+        return [t for i in self._special_ids if (t := spell(i)) is not None]  # every atom has one
 
     @property
     def all_special_ids(self) -> list[int]:
@@ -270,7 +280,7 @@ class Qwen4ExpTokenizer:
         chat, ids = render_request(self, messages, kwargs)
         return ids if tokenize else chat.text
 
-    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | None | list[int | None]:  # None: unknown
         to_id = self.qwen4exp_tokenizer.token_to_id
         if isinstance(tokens, str):
             return to_id(tokens)
@@ -291,7 +301,7 @@ class Qwen4ExpTokenizer:
     def batch_decode(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
 
-    def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str]:
+    def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str | None]:
         spell = self.qwen4exp_tokenizer.id_to_token
         special = self._special_set if skip_special_tokens else ()
         return [spell(int(i)) for i in ids if int(i) not in special]

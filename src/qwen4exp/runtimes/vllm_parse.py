@@ -25,6 +25,7 @@ methods refuse: they are never called while the composition is installed.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -69,6 +70,8 @@ class _Atoms:
         self.think_end = atoms[Marker.THINK_END.value]
         self.boundaries = frozenset(atoms[m.value] for m in (Marker.IM_START, Marker.IM_END))
         self.atom_ids = frozenset(atoms.values())
+        self.tool_call_end = atoms[Marker.TOOL_CALL_END.value]
+        self.stops = frozenset(atoms[m.value] for m in (Marker.IM_END, Marker.END_OF_TEXT))
 
     def reasoning_open(self, ids: Sequence[int]) -> bool | None:
         """Whether `ids` (a prompt, or a prompt and output) leave reasoning
@@ -86,11 +89,12 @@ class _Atoms:
 
     def reasoning_tokens(self, ids: Sequence[int], open_at_start: bool) -> int:
         """Output ids of the reasoning block (the prompt's open one, or a THINK
-        before any text), its THINK and THINK_END excluded."""
+        before any text), its THINK and THINK_END excluded, up to the end of
+        the reply."""
         inside, text_seen, count = open_at_start, False, 0
         for i in ids:
             if inside:
-                if i == self.think_end:
+                if i == self.think_end or i in self.stops:
                     return count
                 count += 1
             elif i == self.think and not text_seen:
@@ -185,8 +189,10 @@ class Qwen4ExpParser(Parser):
         self._atoms = _Atoms(self._tok)
         self._kwargs = dict(kwargs.get("chat_template_kwargs") or {})
         self._prompt_ids: list[int] | None = None
-        self._stream = None  # the CompletionParser of parse_delta
+        self._stream: Any = None  # the CompletionParser of parse_delta
         self._streamed = {"content": "", "reasoning": ""}
+        self._pending: dict[int, list] = {}  # parse_delta: the parser's call index -> its deltas so far
+        self._sent_calls = 0
         self._opens_reasoning = False
 
     # -- the prompt --------------------------------------------------------------
@@ -249,26 +255,34 @@ class Qwen4ExpParser(Parser):
 
     def parse_delta(self, delta_text: str, delta_token_ids: list[int], request,
                     prompt_token_ids: list[int] | None = None, *, finished: bool) -> DeltaMessage | None:
+        """Content and reasoning stream as the parser releases them. A tool
+        call streams once it is complete (its </tool_call>, checked on a copy
+        of the parser), so that the streamed calls are always the one-shot
+        reply's: a call cut off by max_tokens, or malformed, is sent in
+        neither (parse_completion reports it in invalid_tool_calls)."""
         if self._stream is None:
             if prompt_token_ids is not None:
                 self._prompt_ids = list(prompt_token_ids)
             self._stream = self._completion_parser(request)
         stream = self._stream
-        texts = {"content": [], "reasoning": []}
-        calls: list[DeltaToolCall] = []
+        texts: dict[str, list[str]] = {"content": [], "reasoning": []}
         for delta in stream.feed(list(delta_token_ids)):
             if delta.kind == "tool_call":
-                _add_call(calls, delta)
+                self._pending.setdefault(delta.index, []).append(delta)
             else:
                 texts[delta.kind].append(delta.text)
+        calls: list[DeltaToolCall] = []
         if finished:
-            # Held text (final newlines of a cut-off reply) is only in the message.
             message = stream.finish()
+            # Held text (final newlines of a cut-off reply) is only in the message.
             for kind, key in (("content", "content"), ("reasoning", "reasoning_content")):
                 sent = self._streamed[kind] + "".join(texts[kind])
                 full = message[key] or ""
                 if len(full) > len(sent) and full.startswith(sent):
                     texts[kind].append(full[len(sent):])
+            calls = self._complete_calls(message)
+        elif self._pending and self._atoms.tool_call_end in delta_token_ids:
+            calls = self._complete_calls(copy.copy(stream).finish())
         content, reasoning = "".join(texts["content"]), "".join(texts["reasoning"])
         self._streamed["content"] += content
         self._streamed["reasoning"] += reasoning
@@ -280,18 +294,22 @@ class Qwen4ExpParser(Parser):
             return None
         return DeltaMessage(content=content or None, reasoning=reasoning or None, tool_calls=calls)
 
-
-def _add_call(calls: list[DeltaToolCall], delta) -> None:
-    """A tool-call Delta as OpenAI's delta: the first carries id, type and
-    name; argument fragments of the same call in one chunk are joined."""
-    if delta.call_id is not None:
-        calls.append(DeltaToolCall(index=delta.index, id=delta.call_id, type="function",
-                                   function=DeltaFunctionCall(name=delta.name, arguments=delta.text)))
-    elif calls and calls[-1].index == delta.index:
-        fn = calls[-1].function
-        fn.arguments = (fn.arguments or "") + delta.text
-    else:
-        calls.append(DeltaToolCall(index=delta.index, function=DeltaFunctionCall(arguments=delta.text)))
+    def _complete_calls(self, message: dict) -> list[DeltaToolCall]:
+        """The pending calls that `message` (the reply so far) holds as valid
+        calls, as OpenAI deltas numbered in the order they are sent."""
+        done = {c["id"] for c in message["tool_calls"]}
+        out: list[DeltaToolCall] = []
+        for index in sorted(self._pending):
+            deltas = self._pending[index]
+            if deltas[0].call_id not in done:
+                continue
+            del self._pending[index]
+            first = deltas[0]
+            out.append(DeltaToolCall(index=self._sent_calls, id=first.call_id, type="function",
+                                     function=DeltaFunctionCall(name=first.name,
+                                                                arguments="".join(d.text for d in deltas))))
+            self._sent_calls += 1
+        return out
 
 
 def install_parser_composition() -> bool:
@@ -321,7 +339,7 @@ def install_parser_composition() -> bool:
         others = {tool_name, reasoning_name} - {MODE, None, ""}
         if others:
             raise TypeError(f"the qwen4exp parser reads reasoning and tool calls together; it cannot be "
-                            f"combined with {', '.join(sorted(others))}")
+                            f"combined with {', '.join(sorted(map(str, others)))}")
         reasoning = Qwen4ExpReasoningParser if reasoning_name == MODE else None
         tools = Qwen4ExpToolParser if tool_name == MODE and kwargs.get("enable_auto_tools") else None
         if reasoning is None and tools is None:
@@ -329,6 +347,6 @@ def install_parser_composition() -> bool:
         return type("Qwen4ExpParser", (Qwen4ExpParser,),
                     {"reasoning_parser_cls": reasoning, "tool_parser_cls": tools})
 
-    _compose_parser._qwen4exp = True
+    _compose_parser._qwen4exp = True  # type: ignore[attr-defined]
     ParserManager._compose_parser = classmethod(_compose_parser)
     return True

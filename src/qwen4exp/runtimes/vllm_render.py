@@ -54,11 +54,21 @@ def _message(msg: Any, i: int) -> Any:
     """One OpenAI message in render_chat's shape. vLLM hands the request's
     messages as dicts; `reasoning` (vLLM's and newer OpenAI clients' name) is
     `reasoning_content`, and `developer` is `system` (as vLLM maps it for
-    templates without that role). Everything else is passed as sent:
+    templates without that role); media parts are refused. Everything else is
+    passed as sent:
     render_chat reads content strings or text parts, tool calls with
     arguments as a dict or a JSON string, and ignores `tool_call_id`/`name`."""
     if not isinstance(msg, dict):
         return msg  # render_chat names what is wrong with it
+    content = msg.get("content")
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text":
+                # The 3.5+ formats would write an image's placeholder, but vLLM
+                # would get no image: refuse instead of prompting without it.
+                raise _refuse(f"messages[{i}].content[{j}]: {kind!r} parts are not supported (the "
+                              "qwen4exp renderer passes text only)", "messages")
     role = msg.get("role")
     reasoning = msg.get("reasoning")
     if role != "developer" and reasoning is None:
