@@ -60,12 +60,9 @@ def run_isolated(code: str, *args: str, timeout: float = 120, env: dict | None =
                           timeout=timeout, env=full_env)
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray cluster (2 CPUs, no dashboard), started once (only
-    test_ray.py uses it) and shut down when that module ends, so that its
-    processes do not disturb the timing tests after it. Ray Data keeps row
-    order so results compare row by row."""
+def start_local_ray():
+    """Connect to a new local Ray cluster (2 CPUs, no dashboard) whose Ray
+    Data keeps row order, so that results compare row by row."""
     import logging
 
     import ray
@@ -76,6 +73,17 @@ def ray_cluster():
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+    return ray
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """The local Ray cluster of start_local_ray, started once per test
+    session (it takes 10-20 s on two busy cores) by the first test that needs
+    it and shut down at the end of the session. A module that needs a cluster
+    of another shape (test_ray_nodes.py) shuts it down and starts it again
+    after itself."""
+    ray = start_local_ray()
     yield ray
     ray.shutdown()
 

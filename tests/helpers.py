@@ -73,6 +73,36 @@ def cli(*args, input=None, env=None, timeout=300, cwd=REPO):
     )
 
 
+def cli_in_process(*args, input=None, cwd=None):
+    """`qwen4exp ARGS` run by main() in this process, as `cli` runs it in a
+    subprocess, with `input` on stdin and the current directory `cwd`: a
+    CompletedProcess (text mode), stdout and stderr a pipe's (not a
+    terminal). For the tests where a process of its own adds only its start-up
+    (about a second each); a bug's exception propagates instead of exit 1."""
+    import contextlib
+    import io
+
+    from qwen4exp.cli.main import main
+
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in range(2))
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+    saved_stdin = sys.stdin
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            contextlib.chdir(cwd if cwd is not None else os.getcwd()):
+        sys.stdin = stdin
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        finally:
+            sys.stdin = saved_stdin
+    out.flush()
+    err.flush()
+    return subprocess.CompletedProcess(["qwen4exp", *map(str, args)], code,
+                                       out.buffer.getvalue().decode("utf-8", "replace"),
+                                       err.buffer.getvalue().decode("utf-8", "replace"))
+
+
 def temp_files(directory: Path):
     return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
 

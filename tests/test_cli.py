@@ -1,6 +1,9 @@
-"""The command line, run for real: `python -m qwen4exp ...` in a subprocess
-(PYTHONPATH=src), on real files, results read back with pyarrow and compared
-with the library's ids."""
+"""The command line on real files, results read back with pyarrow and
+compared with the library's ids. The commands run in this process through
+`main` (helpers.cli_in_process: stdout and stderr a pipe's), where a process
+of their own would add only its start-up; the entry points themselves (the
+console script, `python -m qwen4exp`), the import cost and a missing pyarrow
+run in subprocesses (PYTHONPATH=src)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ import numpy as np
 import pytest
 
 import corpora
-from helpers import BAD_LINES, EXAMPLE, cli, cli_env, temp_files
+from helpers import BAD_LINES, EXAMPLE, cli_env, temp_files
+from helpers import cli as cli_subprocess
+from helpers import cli_in_process as cli
 import qwen4exp
 from qwen4exp.chat import render_chat
 
@@ -145,16 +150,16 @@ def test_module_and_console_entry_point():
     script = _console_script()
     for args in (["--version"], ["count", "-t", "hello world"], ["encode", "--text", "it's <|im_end|>"]):
         via_script = subprocess.run([script, *args], capture_output=True, text=True, env=cli_env(), timeout=120)
-        via_module = cli(*args)
+        via_module = cli_subprocess(*args)
         assert via_script.returncode == via_module.returncode == 0, via_script.stderr + via_module.stderr
-        assert via_script.stdout == via_module.stdout
+        assert via_script.stdout == via_module.stdout == cli(*args).stdout  # and main() in this process
     assert json.loads(via_module.stdout) == qwen4exp.Tokenizer().encode("it's <|im_end|>")
     assert cli("count", "-t", "hello world").stdout.strip() == str(qwen4exp.Tokenizer().count("hello world"))
     # --version names the package version (importlib.metadata, or pyproject in a source tree)
     assert cli("--version").stdout.split() == ["qwen4exp", qwen4exp.__version__]
     # a usage error exits 2 through both
     r = subprocess.run([script, "no-such-command"], capture_output=True, text=True, env=cli_env(), timeout=120)
-    assert r.returncode == cli("no-such-command").returncode == 2
+    assert r.returncode == cli_subprocess("no-such-command").returncode == 2
 
 
 def test_import_does_not_load_cli_dependencies():

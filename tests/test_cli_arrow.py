@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import corpora
-from helpers import cli, temp_files
+from helpers import cli_in_process as cli
+from helpers import temp_files
 from qwen4exp.chat import render_chat
 from qwen4exp.cli.blocks import read_blocks
 

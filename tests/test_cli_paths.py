@@ -17,7 +17,8 @@ import os
 import pytest
 
 from qwen4exp.cli.main import main
-from helpers import cli, temp_files
+from helpers import cli_in_process as cli
+from helpers import temp_files
 
 SPELLINGS = ["same", "dot", "dotdot", "symlink", "hardlink"]
 # (written path, other path): which two of the run's files alias

@@ -25,7 +25,10 @@ def two_nodes():
     import ray.data
     from ray.cluster_utils import Cluster
 
-    if ray.is_initialized():
+    from conftest import start_local_ray
+
+    local = ray.is_initialized()  # the session's local cluster (conftest.ray_cluster): back after this module
+    if local:
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False))
     cluster.add_node(num_cpus=1)
@@ -39,6 +42,8 @@ def two_nodes():
     finally:
         ray.shutdown()
         cluster.shutdown()
+        if local:
+            start_local_ray()
 
 
 def test_tokenize_dataset_across_two_nodes(two_nodes, tok):

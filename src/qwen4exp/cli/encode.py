@@ -26,15 +26,15 @@ as the same string.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import Qwen4ExpError, TextEncodingError
 from .blocks import Block, Rows
 from .columns import kept_of, mask_arrays
-from .common import InputError
 from .sinks import flatten
 from .sources import CHAT, TEXT, failure_of, record_of_line, records_of_batch
 
@@ -62,7 +62,7 @@ def encode_chunk(tok, records, threads: int | None, failures=(), masks: bool = F
     if not records:
         return EncodedChunk([], 0, sorted(failures, key=lambda f: f.index), None,
                             mask_arrays([]) if masks else None)
-    results = [None] * len(records)
+    results: list[Any] = [None] * len(records)
     chats, chat = tok.encode_chats, tok.encode_chat
     if masks:
         chats, chat = partial(chats, return_masks=True), partial(chat, return_masks=True)
@@ -171,6 +171,8 @@ def _read_texts(block: Block, rows: np.ndarray):
     # chunk's texts until the cyclic GC ran (a batch job's memory grew with
     # its input).
     refused, budget = [], BISECT_READS
+    halves: tuple[Any, ...]
+    got: Sequence[Any]
     halves, got = ((rows,), (read(rows),)) if len(rows) else ((), ())
     while True:
         for h, g in zip(halves, got):
@@ -288,9 +290,7 @@ def _joined(index: np.ndarray, encoded, rest: EncodedChunk) -> EncodedChunk:
         ids, index = ids.take(int_array(pa, order, pa.int64())), index[order]
     offsets, flat = list_numpy(ids)
     flat = flat[offsets[0]:offsets[-1]]
-    offsets = (offsets - offsets[0]).astype(np.int32, copy=False)
-    total = int(offsets[-1])
-    if total > 2**31 - 1:
-        raise InputError("a chunk holds more than 2**31 tokens: use a smaller --chunk-size")
-    columns = (index.astype(np.int64, copy=False), np.diff(offsets).astype(np.int32), flat, offsets, total)
+    offsets = (offsets - offsets[0]).astype(np.int32, copy=False)  # a list<int32>'s: within int32
+    columns = (index.astype(np.int64, copy=False), np.diff(offsets).astype(np.int32), flat, offsets,
+               int(offsets[-1]))
     return EncodedChunk(None, nbytes + rest.nbytes, rest.failures, columns)
