@@ -15,7 +15,7 @@ import qwen4exp
 
 tok = qwen4exp.Tokenizer()
 
-messages = [{"role": "system", "content": "You are a coding agent."}]
+messages: list[qwen4exp.ChatMessage] = [{"role": "system", "content": "You are a coding agent."}]
 for i in range(40):
     messages += [
         {"role": "user", "content": f"Step {i}: read src/module_{i}.py and fix the failing test."},

@@ -22,7 +22,7 @@ import qwen4exp
 # The chat format and vocabulary of the served model (README, "Formats and vocabularies").
 CHAT_FORMAT, VOCABULARY = "qwen3.6", "qwen3.6"
 
-TOOLS = [{
+TOOLS: list[qwen4exp.Tool] = [{
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -31,7 +31,7 @@ TOOLS = [{
     },
 }]
 
-SCRIPT = [  # what the stand-in model "generates", one reply per request
+SCRIPT: list[qwen4exp.ChatMessage] = [  # what the stand-in model "generates", one reply per request
     {"role": "assistant", "content": "", "reasoning_content": "The user wants the weather: call the tool.",
      "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
     {"role": "assistant", "content": "It is 18 °C in Paris, with light rain. (A literal <tool_call> in text stays text.)",
@@ -42,10 +42,10 @@ SCRIPT = [  # what the stand-in model "generates", one reply per request
 class StandInModel:
     """Replays a scripted reply's ids after the given prompt, one id at a time."""
 
-    def __init__(self, tok: qwen4exp.Tokenizer, replies: list[dict]) -> None:
+    def __init__(self, tok: qwen4exp.Tokenizer, replies: list[qwen4exp.ChatMessage]) -> None:
         self.tok, self.replies = tok, list(replies)
 
-    def generate(self, messages: list[dict], prompt_ids):
+    def generate(self, messages: list[qwen4exp.ChatMessage], prompt_ids):
         reply = self.replies.pop(0)
         # The ids the template writes for the reply, after the prompt's generation prompt.
         whole = self.tok.encode_chat(qwen4exp.render_chat(messages + [reply], tools=TOOLS, chat_format=CHAT_FORMAT))
@@ -84,7 +84,7 @@ def main() -> None:
     tok = qwen4exp.Tokenizer(VOCABULARY)
     model = StandInModel(tok, SCRIPT)
     encoder = tok.chat_encoder()  # one per conversation
-    messages = [{"role": "system", "content": "You are a helpful assistant."},
+    messages: list[qwen4exp.ChatMessage] = [{"role": "system", "content": "You are a helpful assistant."},
                 {"role": "user", "content": "What is the weather in Paris?"}]
     while True:
         stream = stream_reply(tok, model, messages, encoder)

@@ -15,8 +15,9 @@ python3 -m venv --system-site-packages "$tmp/venv"
 # Python, which this venv sees; pip would call the wheel satisfied and skip it.
 "$tmp/venv/bin/python" -m pip install --no-deps --no-index --ignore-installed -q "$tmp"/dist/qwen4exp-*.whl
 
+typed="$(cd src/qwen4exp && echo py.typed *.pyi)"  # PEP 561: the marker and the compiled modules' stubs
 cd "$tmp"  # nothing of the source tree on the path
-"$tmp/venv/bin/python" - "$tmp/venv" "$tmp"/dist/qwen4exp-*.whl <<'EOF'
+QWEN4EXP_TYPED="$typed" "$tmp/venv/bin/python" - "$tmp/venv" "$tmp"/dist/qwen4exp-*.whl <<'EOF'
 import os
 import sys
 import zipfile
@@ -29,6 +30,8 @@ for need in ("qwen4exp/__init__.py", "qwen4exp/cli/__init__.py", "qwen4exp/forma
     assert need in names, f"the wheel lacks {need}"
 assert any(n.startswith("qwen4exp/_data/") and n.endswith(".npz") for n in names), "no compiled vocabulary"
 assert any(n.endswith("/LICENSE") for n in names), "no LICENSE in the wheel"
+for name in os.environ["QWEN4EXP_TYPED"].split():
+    assert f"qwen4exp/{name}" in names, f"the wheel lacks qwen4exp/{name}"
 
 import qwen4exp
 
@@ -45,4 +48,17 @@ EOF
 "$tmp/venv/bin/qwen4exp" demo > "$tmp/demo.txt"
 "$tmp/venv/bin/python" -m qwen4exp demo | cmp - "$tmp/demo.txt"
 head -n 2 "$tmp/demo.txt"
+# A user's type checker reads the installed wheel's types (py.typed, the stubs, the TypedDicts).
+if python3 -m mypy --version > /dev/null 2>&1; then
+    cat > "$tmp/typed_use.py" <<'EOF'
+import qwen4exp
+
+tok = qwen4exp.Tokenizer()
+chat = tok.render_chat([{"role": "user", "content": "hi"}], add_generation_prompt=True)
+ids: list[int] = tok.encode_chat(chat).tolist()
+message: qwen4exp.ParsedCompletion = tok.parse_completion(ids, chat)
+delta: qwen4exp.OpenAIDelta = tok.completion_parser(chat).feed(ids)[0].openai()
+EOF
+    python3 -m mypy --python-executable "$tmp/venv/bin/python" --no-incremental --strict "$tmp/typed_use.py"
+fi
 echo "wheel check: ok ($(basename "$tmp"/dist/qwen4exp-*.whl))"

@@ -21,7 +21,9 @@ from .errors import (
     UnknownControlError,
     VocabularyError,
 )
+from .markers import Marker
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
+from .shapes import ChatMessage, OpenAIDelta, ParsedCompletion, Tool, ToolCall
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
 from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 
@@ -52,6 +54,13 @@ __all__ = [
     "CompletionParser",
     "Delta",
     "DecodeStream",
+    "Marker",
+    # the dict shapes, for type checkers (the rest are in qwen4exp.shapes)
+    "ChatMessage",
+    "Tool",
+    "ParsedCompletion",
+    "ToolCall",
+    "OpenAIDelta",
 ]
 
 

@@ -29,6 +29,7 @@ def _load_descriptors():
 
         spec = importlib.util.spec_from_file_location(
             "_qwen4exp_vocabulary", os.path.join(os.path.dirname(os.path.abspath(__file__)), "vocabulary.py"))
+        assert spec is not None and spec.loader is not None  # a file path always has both
         vocabulary = importlib.util.module_from_spec(spec)
         # dataclasses resolves string annotations through sys.modules
         sys.modules.setdefault(spec.name, vocabulary)
@@ -105,7 +106,7 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
         and not steps[1].get("add_prefix_space")
         and not steps[1].get("use_regex")
     )
-    if ok:
+    if ok and steps is not None:
         pattern = (steps[0].get("pattern") or {}).get("Regex")
     if pattern not in PATTERNS:
         raise VocabFormatError(
@@ -251,8 +252,8 @@ def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
         if not line.strip():
             continue
         try:
-            tok64, rank = line.split()
-            ranks[base64.b64decode(tok64, validate=True)] = int(rank)
+            tok64, rank_text = line.split()
+            ranks[base64.b64decode(tok64, validate=True)] = int(rank_text)
         except ValueError:
             raise VocabFormatError(f"{where}:{lineno}: not a '<base64 token> <rank>' line") from None
     n = len(ranks)
@@ -299,7 +300,7 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
 
 # The compiled arrays, as _arrays writes them: name -> (dtype, shape; None: any length).
 # A bundled vocabulary also has "self_encoding" (uint8 per token).
-COMPILED_ARRAYS = {
+COMPILED_ARRAYS: dict[str, tuple[np.dtype, tuple]] = {
     "format_version": (np.dtype(np.int64), (1,)),
     "source_sha256": (np.dtype(np.uint8), (32,)),
     "token_bytes": (np.dtype(np.uint8), (None,)),
@@ -465,5 +466,5 @@ def compile_bundled(name: str, vocab_dir: str) -> dict[str, np.ndarray]:
 def write_arrays(arrays: dict[str, np.ndarray], out_path: str) -> None:
     tmp = out_path + ".tmp"
     with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: a key could be allow_pickle
     os.replace(tmp, out_path)

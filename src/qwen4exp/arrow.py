@@ -89,6 +89,7 @@ def encode_arrow(native, strings, num_threads: int):
         k, row, offset = bad
         row += sum(len(a) for a in arrays[:k])
         raise TextEncodingError(f"encode_arrow(): strings[{row}] is not valid UTF-8 (at byte {offset} of the row)")
+    assert results is not None  # None only with bad
     out = [
         list_array(pa, offsets, values, validity, a.null_count)
         for a, (validity, offsets, values) in zip(arrays, results)

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from itertools import accumulate
 from operator import attrgetter
+from collections.abc import Sequence
 from typing import Any
 
 from .chat_validate import validate_request
 from .formats import chat_format as _chat_format
 from .formats import chat_formats, default_format
-from .markers import CONTROL_MARKERS
 from .media import locate as _locate_media
 from .segments import RenderedChat
+from .shapes import MessageLike, ToolLike
 
-__all__ = ["render_chat", "render_chat_into", "chat_formats", "CONTROL_MARKERS"]
+__all__ = ["render_chat", "render_chat_into", "chat_formats"]
 
 _role = attrgetter("role")
 
@@ -58,9 +59,9 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
 
 
 def render_chat(
-    messages: Any,
+    messages: Sequence[MessageLike],
     *,
-    tools: Any = None,
+    tools: Sequence[ToolLike] | None = None,
     add_generation_prompt: bool = False,
     enable_thinking: bool | None = None,
     chat_format: str | None = None,
@@ -85,10 +86,10 @@ def render_chat(
 
 
 def render_chat_into(
-    messages: Any,
+    messages: Sequence[MessageLike],
     out: RenderedChat,
     *,
-    tools: Any = None,
+    tools: Sequence[ToolLike] | None = None,
     add_generation_prompt: bool = False,
     enable_thinking: bool | None = None,
     chat_format: str | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -42,7 +43,8 @@ class ChatEncoder:
     def __init__(self, tokenizer) -> None:
         self._tok = tokenizer
         self._lock = threading.Lock()
-        self._prev = None  # (data, bounds, first_control, ids, tok_ends) of the last good call
+        # (data, bounds, first_control, ids, tok_ends) of the last good call
+        self._prev: tuple[bytes, tuple[int, ...], bool, np.ndarray, np.ndarray] | None = None
         self._reused = 0
 
     @property
@@ -62,8 +64,16 @@ class ChatEncoder:
         self._reused = 0
         self._lock.release()
 
+    @overload
+    def encode(self, chat: RenderedChat, *, return_masks: Literal[False] = False,
+               expand_media: Any = False) -> np.ndarray: ...
+    @overload
+    def encode(self, chat: RenderedChat, *, return_masks: Literal[True], expand_media: Any = False) -> EncodedChat: ...
+    @overload
+    def encode(self, chat: RenderedChat, *, return_masks: bool, expand_media: Any = False) -> np.ndarray | EncodedChat: ...
+
     def encode(self, chat: RenderedChat, *, return_masks: bool = False,
-               expand_media=False) -> np.ndarray | EncodedChat:
+               expand_media: Any = False) -> np.ndarray | EncodedChat:
         """Ids of `chat` (numpy int32), equal to `Tokenizer.encode_chat(chat)`;
         an EncodedChat with its masks when `return_masks`, media expanded with
         `expand_media` (as encode_chat). The kept state is the unexpanded ids."""
@@ -117,6 +127,7 @@ class ChatEncoder:
             raise fault_error(fault, data, bounds, bounds[1:])
         if first == 0:
             return tail, tail_ends
+        assert self._prev is not None and tail_ends is not None  # first > 0: a previous call
         _, _, _, pids, pends = self._prev
         kept = int(pends[first - 1])
         ids = np.concatenate((pids[:kept], tail))

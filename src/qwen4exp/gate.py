@@ -281,7 +281,7 @@ def accepted_case(tok: Tokenizer, case: dict, check: Check, fmt: str) -> None:
 def _options(req: dict, fmt: str) -> dict:
     """render_chat's keywords for an oracle request in `fmt`: the request's options
     that the format has (qwen3-2507 has no enable_thinking), and the format."""
-    keys = ("tools", "add_generation_prompt")
+    keys: tuple[str, ...] = ("tools", "add_generation_prompt")
     if chat_format(fmt).rules.thinking is not None:
         keys += ("enable_thinking",)
     return {"chat_format": fmt, **{k: req[k] for k in keys if req.get(k) is not None}}
@@ -364,7 +364,11 @@ def run_gate(tok: Tokenizer | None, *, facts: Facts | None = None, subject: str 
         else:
             chat_format(fmt)
     cases = load_oracle(oracle)
-    checks = vocabulary_checks(facts if facts is not None else facts_of_tokenizer(tok))
+    if facts is None:
+        if tok is None:
+            raise TypeError("run_gate() needs a tokenizer or the vocabulary's facts")
+        facts = facts_of_tokenizer(tok)
+    checks = vocabulary_checks(facts)
     load = Check("load", "the tokenizer loads", 1)
     if load_error is not None:
         load.fail(load_error)

@@ -73,7 +73,7 @@ def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
         os.makedirs(cache_dir, exist_ok=True)
         tmp = f"{cached}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: a key could be allow_pickle
         os.replace(tmp, cached)
     except OSError:
         pass  # caching is an optimisation only

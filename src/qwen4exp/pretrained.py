@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,7 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
                               "fast-tokenizer file that Qwen model repositories ship)")
     tok = _vocabulary(cls, source, cache_size, encode_threads)
 
+    defaults: Mapping[str, Any]
     if chat_format is not None:
         fmt, defaults = format_named(chat_format), {}
     else:

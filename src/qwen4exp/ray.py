@@ -12,6 +12,8 @@ the `ray` extra to use it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import ray
@@ -216,13 +218,15 @@ class _Worker:
         rows fail (their exception goes to errors). Texts take encode_arrow
         (_TokenizeColumn._texts)."""
         tok, n = self.tok, len(payloads)
-        ids, amask, msg = [None] * n, [None] * n, [None] * n
+        ids: list[Any] = [None] * n
+        amask: list[Any] = [None] * n
+        msg: list[Any] = [None] * n
         opts = dict(return_masks=True) if masks else {}
         pos = [k for k in range(n) if errors[k] is None]
         if not pos:
             return ids, (amask, msg)
         try:
-            results = tok.encode_chats([payloads[k] for k in pos], num_threads=self.threads, **opts)
+            results: list[Any] = tok.encode_chats([payloads[k] for k in pos], num_threads=self.threads, **opts)
         except Qwen4ExpError:
             results = []
             for k in pos:
@@ -307,8 +311,8 @@ class _TokenizeColumn(_Worker):
             return self._texts(batch, col)
         values = col.to_pylist()
         n = len(values)
-        errors = [None] * n
-        payloads = [None] * n
+        errors: list[Exception | None] = [None] * n
+        payloads: list[Any] = [None] * n
         # the request keys' own columns beside the messages, as the local engine reads them
         columns = {key: batch.column(key).to_pylist() for key in REQUEST_KEYS[1:]
                    if key != self.column and key in batch.column_names}
@@ -316,9 +320,9 @@ class _TokenizeColumn(_Worker):
         for k, v in enumerate(values):
             try:
                 payloads[k] = _render(columns, k, self.column, self.render)
-            except Exception as exc:  # noqa: BLE001 - classified (or raised again) by _describe
-                _describe(exc)
-                errors[k] = exc
+            except Exception as failure:  # noqa: BLE001 - classified (or raised again) by _describe
+                _describe(failure)
+                errors[k] = failure
         ids, masks = self._encode(payloads, errors, self.masks)
         if not self.skip:
             for k, exc in enumerate(errors):

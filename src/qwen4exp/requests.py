@@ -44,8 +44,10 @@ def _unique_keys(pairs):
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"duplicate key {dup[:40]!r} in an object")
+        for dup, _ in pairs:
+            if dup in seen:
+                raise ValueError(f"duplicate key {dup[:40]!r} in an object")
+            seen.add(dup)
     return obj
 
 

@@ -11,7 +11,7 @@ import enum
 import json
 from functools import partial
 from itertools import accumulate, cycle
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .errors import surrogate_error
 
@@ -45,7 +45,7 @@ class MessageSpan(NamedTuple):
 
     start: int
     end: int
-    index: int  # position in the request's `messages`
+    index: int  # type: ignore[assignment]  # position in `messages` (shadows tuple.index)
     role: str  # "system", "user", "assistant" or "tool"
 
 
@@ -83,6 +83,10 @@ class RenderedChat:
 
     __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans",
                  "_format", "_tools", "_generation_prompt", "_opens_reasoning", "_media")
+    _text: str | None  # decoded on first use
+    _segments: tuple[Segment, ...] | None  # built on first use
+    _spans: tuple[MessageSpan, ...] | None  # built on first use
+    _marks: tuple[Any, Any]  # (span indices into bounds, role codes)
 
     def __init__(self) -> None:
         self._commit(b"", (0,), False, "")
@@ -192,7 +196,7 @@ class RenderedChat:
             return NotImplemented
         return self._data == other._data and self.segments == other.segments
 
-    __hash__ = None  # mutable through render_chat_into
+    __hash__ = None  # type: ignore[assignment]  # mutable through render_chat_into
 
     def __repr__(self) -> str:
         return f"RenderedChat({len(self._data)} bytes, {len(self._bounds) - 1} segments)"

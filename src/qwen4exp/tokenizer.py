@@ -12,7 +12,7 @@ import os
 import types
 from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from .errors import (
     surrogate_error,
 )
 from .segments import Kind, RenderedChat, Segment
+from .shapes import MessageLike, ParsedCompletion, ToolLike
 
 if TYPE_CHECKING:
     from .budget import FittedChat
@@ -77,6 +78,13 @@ class Tokenizer:
     ids unchanged (docs/ARCHITECTURE.md, "Texts across threads"); 1 keeps
     every `encode()` on the calling thread.
     """
+
+    # set by _init_arrays (and the constructors before it)
+    _vocab_name: str | None
+    _id_tables_cache: IdTables | None
+    _spelling_cache: tuple[list[str | None], dict[str, int]] | None
+    _compiled: Mapping[str, np.ndarray] | None
+    _compiled_sha256: str | None
 
     def __init__(self, name: str = DEFAULT_VOCABULARY, *, cache_size: int = CACHE_SIZE_DEFAULT,
                  encode_threads: int | None = None) -> None:
@@ -192,6 +200,7 @@ class Tokenizer:
         binding = (self._format.name, dict(self._render_defaults), dict(self._model_config))
         if name is not None:
             return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
+        assert self._compiled is not None  # a from_file vocabulary keeps its arrays
         if self._compiled_sha256 is None:
             self._compiled_sha256 = arrays_sha256(self._compiled)
         return (
@@ -251,7 +260,7 @@ class Tokenizer:
 
         return formats_of_vocabulary(self._family)
 
-    def render_chat(self, messages, **options) -> RenderedChat:
+    def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
         """qwen4exp.render_chat in this tokenizer's chat format, with the model
         folder's defaults for options left out (`chat_format=` must be a
         format of this vocabulary)."""
@@ -309,7 +318,7 @@ class Tokenizer:
             # Latin-1 maps each byte to the code point of its value; translate to the stand-ins.
             text = blob.tobytes().decode("latin-1").translate(stand_ins)
             ends = offsets.tolist()
-            by_id = [text[a:b] for a, b in zip(ends, ends[1:])]
+            by_id: list[str | None] = [text[a:b] for a, b in zip(ends, ends[1:])]
             by_id += [None] * (self.vocab_size - len(by_id))
             for spelling, i in self._atoms.items():
                 by_id[i] = spelling
@@ -394,7 +403,7 @@ class Tokenizer:
         return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
 
     def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
-                          tools=None, in_reasoning: bool | None = None,
+                          tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None,
                           calls_in_reasoning: str = "text") -> CompletionParser:
         """A streaming parser of the ids a model generates after `prompt` (a
         RenderedChat rendered with add_generation_prompt=True, which gives the
@@ -404,8 +413,8 @@ class Tokenizer:
                                 in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
 
     def parse_completion(self, ids: Iterable[int], prompt: RenderedChat | None = None, *,
-                         chat_format: str | None = None, tools=None, in_reasoning: bool | None = None,
-                         calls_in_reasoning: str = "text") -> dict:
+                         chat_format: str | None = None, tools: Sequence[ToolLike] | None = None,
+                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> ParsedCompletion:
         """The assistant message (OpenAI style: role, content, reasoning_content,
         tool_calls with ids and typed arguments) that generated ids spell after
         `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
@@ -424,8 +433,16 @@ class Tokenizer:
         stream and chat form (docs/FORMAT.md, section 7)."""
         return self._encode_stream(data, segments)
 
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: Literal[False] = False,
+                    expand_media: Any = False) -> np.ndarray: ...
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: Literal[True], expand_media: Any = False) -> EncodedChat: ...
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: bool, expand_media: Any = False) -> np.ndarray | EncodedChat: ...
+
     def encode_chat(self, chat: RenderedChat, *, return_masks: bool = False,
-                    expand_media=False) -> np.ndarray | EncodedChat:
+                    expand_media: Any = False) -> np.ndarray | EncodedChat:
         """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
         array, what model inputs and the batch output take (docs/FORMAT.md, section 7).
 
@@ -464,14 +481,14 @@ class Tokenizer:
 
     def fit_chat(
         self,
-        messages,
+        messages: Sequence[MessageLike],
         budget: int,
         *,
-        tools=None,
+        tools: Sequence[ToolLike] | None = None,
         chat_format: str | None = None,
         add_generation_prompt: bool = True,
-        expand_media=False,
-        **render_options,
+        expand_media: Any = False,
+        **render_options: Any,
     ) -> "FittedChat":
         """The conversation cut to at most `budget` ids by dropping its oldest
         turns: a FittedChat (`messages`, `chat`, `ids`, `dropped`).
@@ -509,9 +526,19 @@ class Tokenizer:
         ids = self._encode_stream(data, segments)
         out._append(ids)
 
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: Literal[False] = False, expand_media: Any = False) -> list[np.ndarray]: ...
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: Literal[True], expand_media: Any = False) -> list[EncodedChat]: ...
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: bool, expand_media: Any = False) -> list[np.ndarray] | list[EncodedChat]: ...
+
     def encode_chats(
         self, chats: Sequence[RenderedChat], num_threads: int | None = None, *, return_masks: bool = False,
-        expand_media=False,
+        expand_media: Any = False,
     ) -> list[np.ndarray] | list[EncodedChat]:
         """encode_chat() of each chat, in order, on `num_threads` native threads
         (EncodedChat with masks when `return_masks`; media expanded with `expand_media`).
@@ -520,17 +547,17 @@ class Tokenizer:
         (naming the chat's index) and no result is returned.
         """
         proc = _media.processor_of(self, expand_media, "encode_chats()")
-        items = []
+        items: list[tuple[Any, ...]] = []
         chats = list(chats)
         for i, chat in enumerate(chats):
             if not isinstance(chat, RenderedChat):
                 raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
             self._check_chat(chat, f"encode_chats(): chats[{i}]")
-            arrays = _chat_arrays(chat)
+            arrays: tuple[np.ndarray, ...] = _chat_arrays(chat)
             if return_masks:
                 arrays += (np.empty(len(arrays[0]), dtype=np.int64),)
             items.append((chat.data, *arrays))
-        results = self._native.encode_streams(items, _thread_count(num_threads))
+        results: list[Any] = self._native.encode_streams(items, _thread_count(num_threads))
         for i, r in enumerate(results):
             if isinstance(r, tuple):
                 data, starts, ends = items[i][:3]
@@ -551,7 +578,7 @@ class Tokenizer:
 
     def _encode_arrays(self, data: bytes, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> np.ndarray:
         ids, fault = self._native.encode_segments(data, starts, ends, kinds)
-        if fault is None:
+        if ids is not None:
             return ids
         raise fault_error(fault, data, starts, ends)
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 from ._stream import Delta
 from .markers import Marker
@@ -169,7 +170,7 @@ def _members(s: str) -> list[tuple[str, object, str]]:
         while True:
             if s[i : i + 1] != '"':
                 raise ValueError(f"expected a key at character {i}")
-            key, i = json.decoder.scanstring(s, i + 1)
+            key, i = json.decoder.scanstring(s, i + 1)  # type: ignore[attr-defined]
             i = _skip(s, i)
             if s[i : i + 1] != ":":
                 raise ValueError(f"expected ':' at character {i}")
@@ -254,6 +255,11 @@ class CallReader:
                  "args", "problems", "seen", "count", "key", "types", "mode", "value",
                  "line_start", "has_text", "junk", "function_closed", "unterminated",
                  "hold", "held", "scanned")
+    name: str | None  # these five are set when the name is complete
+    id: str | None
+    params: Any  # the tool's parameter schemas, None without a schema
+    key: str | None
+    types: Any
 
     def __init__(self, ctx: CallContext, index: int, position: int) -> None:
         self.ctx, self.index, self.position = ctx, index, position
@@ -526,7 +532,7 @@ class CallReader:
                 return _NEXT_PARAMETER, p + 1
             if buf.startswith(_NL_FUNCTION_END, p):
                 return self._after_function_end(buf, p + 1, final)
-            tags = (_NL_PARAMETER_END, _NL_PARAMETER, _NL_FUNCTION_END)
+            tags: tuple[str, ...] = (_NL_PARAMETER_END, _NL_PARAMETER, _NL_FUNCTION_END)
         else:
             if buf.startswith(PARAMETER_END, p):
                 return self._after_parameter_end(buf, p + len(PARAMETER_END), final)
@@ -719,10 +725,10 @@ class CallReader:
         return {"index": self.index, "text": body, "error": self.unterminated + why}
 
 
-_STEPS = {
+_STEP_OF = {
     _HEAD: CallReader._head, _NAME: CallReader._name, _BETWEEN: CallReader._between,
     _KEY: CallReader._key, _VALUE_START: CallReader._value_start, _VALUE: CallReader._value,
     _JUNK: CallReader._junk, _AFTER: CallReader._after, _JSON_HEAD: CallReader._json_head,
     _JSON_ARGS: CallReader._json_args, _JSON_ANY: CallReader._stop, _UNREADABLE: CallReader._stop,
 }
-_STEPS = tuple(_STEPS[k] for k in range(len(_STEPS)))
+_STEPS = tuple(_STEP_OF[k] for k in range(len(_STEP_OF)))

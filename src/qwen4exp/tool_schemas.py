@@ -282,8 +282,8 @@ def typed_json(value: str, types, python: bool) -> tuple[str, str | None]:
     got = _typed(value, types, python)
     if got is not None:
         return got, None
-    loose = [(typ, _loose(value, typ)) for typ in _ORDER if typ in types]
-    loose = [(typ, text) for typ, text in loose if text is not None]
+    candidates = [(typ, _loose(value, typ)) for typ in _ORDER if typ in types]
+    loose = [(typ, text) for typ, text in candidates if text is not None]
     if "string" in types:
         if not loose:
             return _string(value), None

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 from collections import deque
+from typing import Any
 
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
 from .encode import EncodedChunk, encode_chunk, encode_work
@@ -116,7 +117,7 @@ def run_pipeline(source, sink, engine, on_failure, progress, chunk_records: int,
 
     stats = Stats()
     t0 = time.perf_counter()
-    pending = deque()  # (handle, units consumed, parse failures), oldest first
+    pending: deque = deque()  # (handle, units consumed, parse failures), oldest first
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qwen4exp-write")
     writing = None  # the write in flight
 
@@ -205,7 +206,7 @@ class StopSignals:
 
         self.saved = {}
         self.received = None
-        self.saved_hook = None
+        self.saved_hook: Any = None  # sys.unraisablehook, replaced in the main thread only
         if threading.current_thread() is threading.main_thread():
             for s in STOP_SIGNALS:
                 if s == signal.SIGINT and signal.getsignal(s) is not signal.default_int_handler:

@@ -112,7 +112,7 @@ class ExtraColumns:
     def __init__(self, masks: bool, keep: bool, kept_schema=None) -> None:
         self.masks, self.keep = masks, keep
         self.kept_schema = kept_schema  # pyarrow schema of the carried columns, once known
-        self.nulled = Counter()  # JSONL: field -> floats JSON cannot write, written as null
+        self.nulled: Counter[str] = Counter()  # JSONL: field -> floats JSON cannot write, written as null
 
     def __bool__(self) -> bool:
         return self.masks or self.keep
@@ -177,7 +177,7 @@ class ExtraColumns:
     def json_suffixes(self, offsets, masks, kept) -> list[str]:
         """One string per record, to close its JSONL object after "length"."""
         n = len(offsets) - 1
-        parts = [[] for _ in range(n)]
+        parts: list[list[str]] = [[] for _ in range(n)]
         if self.masks:
             assistant, message = masks
             for k in range(n):

@@ -160,7 +160,7 @@ def _short(text: str, width: int) -> str:
 
 def _short_ids(ids, width: int) -> str:
     ids = [int(i) for i in ids]
-    shown = []
+    shown: list[str] = []
     used = 1
     for k, i in enumerate(ids):
         s = str(i)

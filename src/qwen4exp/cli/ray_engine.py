@@ -55,6 +55,7 @@ class RayEngine:
         return _RowGroups(path, options) if fmt == "parquet" else _JsonlLines(path)
 
     def submit(self, work):
+        assert self.pool is not None  # made by __init__
         return _Pending(self.pool.submit(_encode_work, work, self.chunk_size, self.options, self.masks),
                         self.input)
 

@@ -14,8 +14,10 @@ limit, an I/O error) is an OutputError (exit 4) and leaves neither file.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +174,7 @@ class ParquetSink(Sink):
     def _open(self, fd: int) -> None:
         os.close(fd)
         self._pa, self._pq = need_module("pyarrow"), need_module("pyarrow.parquet")
-        self._writer = None
+        self._writer: Any = None  # a pyarrow ParquetWriter once the first rows come
 
     def _write(self, index, flat, offsets, masks, kept) -> None:
         pa = self._pa
@@ -220,7 +222,7 @@ class JsonlSink(Sink):
 
     def _open(self, fd: int) -> None:
         self._raw = os.fdopen(fd, "wb")
-        self._file = self._raw
+        self._file: io.BufferedIOBase = self._raw
         if self.target.lower().endswith(".gz"):
             import gzip
 
@@ -322,6 +324,7 @@ class ErrorsFile:
             raise OutputError(f"cannot write the errors file {self.path}: {exc.strerror or exc}") from None
 
     def commit(self) -> None:
+        assert self.tmp is not None  # written
         try:
             _replace(self.tmp, self.target, "the errors file")
         except OSError as exc:

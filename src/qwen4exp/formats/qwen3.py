@@ -92,6 +92,7 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
                 break
 
     for i, (role, content, reasoning, calls) in enumerate(msgs):
+        assert isinstance(content, bytes)  # no media parts: validation refuses them here
         if role == USER:
             mark(len(parts))
             extend((IM_START, b"user\n" + content, IM_END, b"\n"))

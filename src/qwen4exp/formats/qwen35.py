@@ -145,7 +145,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     for i, (role, content, reasoning, calls) in enumerate(msgs):
         if role == USER:
             mark(len(parts))
-            if type(content) is bytes:
+            if isinstance(content, bytes):
                 extend((IM_START, b"user\n" + content, IM_END, b"\n"))
             else:  # media parts
                 add(IM_START)
@@ -159,7 +159,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
             else:
                 add(IM_START)
                 head = b"assistant\n"
-            if type(content) is bytes:
+            if isinstance(content, bytes):
                 add(head + content + b"\n\n" if calls and content else head + content)
                 pending = b""
             else:  # media parts (never empty; the calls' "\n\n" ends the last text)
@@ -186,7 +186,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
             else:
                 mark(len(parts))
                 add(b"\n")  # after the previous block's TOOL_RESPONSE_END
-            if type(content) is bytes:
+            if isinstance(content, bytes):
                 extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
             else:  # media parts
                 add(TOOL_RESPONSE)

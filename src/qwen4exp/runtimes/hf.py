@@ -218,11 +218,11 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         return [self._tok.id_to_token(i) for i in ids if i not in skip]
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
-        ids = self.convert_tokens_to_ids(list(tokens))
+        ids = [self._token_id(t) for t in tokens]
         missing = [t for t, i in zip(tokens, ids) if i is None]
         if missing:
             raise Qwen4ExpError(f"convert_tokens_to_string(): {missing[0]!r} is not a token of the vocabulary")
-        return self._tok.decode(ids)
+        return self._tok.decode([i for i in ids if i is not None])
 
     def _add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
         """Nothing to add when every token is already in the vocabulary (what
@@ -291,10 +291,10 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                      **kwargs) -> BatchEncoding:
         """The one encoding path: a text or a batch (transformers 5 sends both
         here, 4.x a single text; its batches come through _batch_encode_plus)."""
-        refused = {"text_pair": text_pair is not None, "is_split_into_words": is_split_into_words,
-                   "return_overflowing_tokens": return_overflowing_tokens,
-                   "return_offsets_mapping": return_offsets_mapping}
-        refused = [name for name, given in refused.items() if given]
+        given = {"text_pair": text_pair is not None, "is_split_into_words": is_split_into_words,
+                 "return_overflowing_tokens": return_overflowing_tokens,
+                 "return_offsets_mapping": return_offsets_mapping}
+        refused = [name for name, on in given.items() if on]
         if refused or kwargs:
             raise Qwen4ExpError(
                 f"Qwen4ExpTokenizer does not support {', '.join(refused + sorted(kwargs))} "
@@ -331,7 +331,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                 lambda row: row[:max_length])
             columns = {key: [keep(r) if len(r) > max_length else r for r in rows] for key, rows in columns.items()}
         ids = columns["input_ids"]
-        data = {"input_ids": ids}
+        data: dict[str, Any] = {"input_ids": ids}
         if return_token_type_ids if return_token_type_ids is not None else "token_type_ids" in self.model_input_names:
             data["token_type_ids"] = [[0] * len(r) for r in ids]
         if return_attention_mask if return_attention_mask is not None else "attention_mask" in self.model_input_names:
@@ -357,6 +357,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
             raise ValueError(f"padding_side must be 'left' or 'right', not {side!r}")
         rows = data["input_ids"]
         target = max(map(len, rows), default=0) if strategy == PaddingStrategy.LONGEST else max_length
+        if target is None:
+            raise ValueError("padding='max_length' needs max_length")
         if multiple and target % multiple:
             target = (target // multiple + 1) * multiple
         fill = {"input_ids": self.pad_token_id, "special_tokens_mask": 1, "token_type_ids": self.pad_token_type_id}
