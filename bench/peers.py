@@ -38,6 +38,23 @@ Peers (all on the same Qwen3 vocabulary, ``vocab/tokenizer.json``):
                  under the temp dir.  Its compiled module is loaded without
                  the package ``__init__`` (which imports transformers).
 
+* ``snaptokens`` ``snaptokens.Tokenizer.from_file(tokenizer.json)`` (Rust, a
+                 fastokens fork), ``encode(s, add_special_tokens=False).ids``;
+                 batch ``encode_batch`` on its Rayon pool (fixed per process).
+* ``quicktok``   quicktok-v1: ``quicktok.import_tokenizer(tokenizer.json)``
+                 into a folder under the temp dir (once; it verifies itself
+                 against HF), then ``Tokenizer(name, folder).encode_ordinary``;
+                 batch ``encode_batch(texts, threads)`` (flat ids + offsets).
+* ``tokie``      ``tokie.Tokenizer.from_json(tokenizer.json)``,
+                 ``encode(s, add_special_tokens=False).ids``; batch
+                 ``encode_batch`` on its Rayon pool (fixed per process).
+* ``tuetoken``   ``tuetoken.Tokenizer.from_pretrained(repo)`` out of a local
+                 Hugging Face hub cache made under the temp dir (refs/main
+                 and a snapshot holding tokenizer.json; huggingface_hub
+                 offline, so nothing is downloaded), ``encode_ordinary``;
+                 batch ``encode_ordinary_to_buffer(texts, num_threads)``
+                 (flat ids + offsets).
+
 The parity reference ``hf-ref`` is ``tokenizers`` on tokenizer.json with its
 ``added_tokens`` list emptied (docs/FORMAT.md, invariant 3; tests/_hf_reference.py);
 it is not benchmarked.
@@ -59,7 +76,9 @@ import hashlib  # noqa: E402
 import importlib  # noqa: E402
 import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -80,7 +99,8 @@ QWEN_PATTERN = (
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-PEER_NAMES = ("qwen4exp", "fastokens", "gigatoken", "kitoken", "hf", "tiktoken", "bpe-qwen")
+PEER_NAMES = ("qwen4exp", "fastokens", "gigatoken", "snaptokens", "quicktok", "tokie", "tuetoken", "kitoken",
+              "hf", "tiktoken", "bpe-qwen")
 
 
 class PeerUnavailable(RuntimeError):
@@ -440,6 +460,160 @@ def build_kitoken() -> Peer:
     )
 
 
+class FlatBatch:
+    """A batch's ids as one flat array and the offsets of each row (the form
+    quicktok and tuetoken return): a sequence of rows, each row a view."""
+
+    def __init__(self, flat, offsets):
+        self.flat, self.offsets = flat, offsets
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, k):
+        return self.flat[self.offsets[k]:self.offsets[k + 1]]
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+def _cached_dir(kind: str, make: Callable[[Path], None]) -> Path:
+    """A folder under the temp dir keyed by the vocabulary's hash, made once
+    by make(folder) (another process racing to make it is fine)."""
+    h = hashlib.sha256(TOKENIZER_JSON.read_bytes()).hexdigest()[:16]
+    d = Path(tempfile.gettempdir()) / f"qwen4exp-bench-{kind}-{h}"
+    if (d / "done").is_file():
+        return d
+    tmp = Path(tempfile.mkdtemp(prefix=f"qwen4exp-bench-{kind}-"))
+    make(tmp)
+    (tmp / "done").write_text("ok\n")
+    try:
+        tmp.rename(d)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
+def build_snaptokens() -> Peer:
+    t0 = time.perf_counter()
+    tok = _import_or_skip("snaptokens").Tokenizer.from_file(str(TOKENIZER_JSON))
+    tok.encode("warm up", add_special_tokens=False)
+    load = time.perf_counter() - t0
+
+    def encode(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    def batch(texts, num_threads=None):
+        _check_rayon_threads("snaptokens", num_threads)
+        return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    return Peer("snaptokens", encode, batch,
+                f"snaptokens {_version('snaptokens')} Tokenizer.from_file(tokenizer.json).encode, "
+                f"RAYON_NUM_THREADS={BENCH_THREADS}", load, batch_threads_in_process=False)
+
+
+QUICKTOK_NAME = "qwen4exp_bench_qwen3"
+
+
+def quicktok_dir() -> Path:
+    """quicktok's files for tokenizer.json, imported (and verified by quicktok
+    against HF tokenizers) once into a folder under the temp dir."""
+    quicktok = _import_or_skip("quicktok")
+
+    def make(folder):
+        with contextlib.redirect_stdout(sys.stderr):  # it prints; stdout carries the children's replies
+            quicktok.import_tokenizer(str(TOKENIZER_JSON), QUICKTOK_NAME, data_dir=str(folder))
+
+    return _cached_dir("quicktok", make)
+
+
+def build_quicktok() -> Peer:
+    folder = quicktok_dir()
+    t0 = time.perf_counter()
+    quicktok = _import_or_skip("quicktok")
+    tok = quicktok.Tokenizer(QUICKTOK_NAME, str(folder))
+    tok.encode_ordinary("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        flat, offsets = tok.encode_batch(list(texts), num_threads or 1, False)
+        return FlatBatch(flat, offsets)
+
+    return Peer("quicktok", tok.encode_ordinary, batch,
+                f"quicktok-v1 {_version('quicktok-v1')} import_tokenizer(tokenizer.json) -> "
+                "Tokenizer(name, folder).encode_ordinary; batch: encode_batch(texts, threads)", load)
+
+
+def build_tokie() -> Peer:
+    t0 = time.perf_counter()
+    tok = _import_or_skip("tokie").Tokenizer.from_json(str(TOKENIZER_JSON))
+    tok.encode("warm up", add_special_tokens=False)
+    load = time.perf_counter() - t0
+
+    def encode(text):
+        return tok.encode(text, add_special_tokens=False).ids
+
+    def batch(texts, num_threads=None):
+        _check_rayon_threads("tokie", num_threads)
+        return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    return Peer("tokie", encode, batch,
+                f"tokie {_version('tokie')} Tokenizer.from_json(tokenizer.json).encode, "
+                f"RAYON_NUM_THREADS={BENCH_THREADS}", load, batch_threads_in_process=False)
+
+
+TUETOKEN_REPO = "qwen4exp-bench/Qwen3"
+
+
+def tuetoken_hub_cache() -> Path:
+    """A Hugging Face hub cache holding TUETOKEN_REPO: refs/main names a
+    snapshot whose tokenizer.json is vocab/tokenizer.json (the layout
+    huggingface_hub reads offline)."""
+    h = hashlib.sha256(TOKENIZER_JSON.read_bytes()).hexdigest()
+
+    def make(folder):
+        repo = folder / ("models--" + TUETOKEN_REPO.replace("/", "--"))
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text(h[:40])
+        (repo / "snapshots" / h[:40]).mkdir(parents=True)
+        shutil.copyfile(TOKENIZER_JSON, repo / "snapshots" / h[:40] / "tokenizer.json")
+
+    return _cached_dir("hub", make)
+
+
+@contextlib.contextmanager
+def offline_hub(cache: Path):
+    """huggingface_hub reading `cache` with the network off, for one call."""
+    constants = importlib.import_module("huggingface_hub.constants")
+    saved = constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE
+    constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE = str(cache), True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_CACHE, constants.HF_HUB_OFFLINE = saved
+
+
+def build_tuetoken() -> Peer:
+    cache = tuetoken_hub_cache()
+    t0 = time.perf_counter()
+    tuetoken = _import_or_skip("tuetoken")
+    try:
+        with offline_hub(cache):
+            tok = tuetoken.Tokenizer.from_pretrained(TUETOKEN_REPO)
+    except ImportError as exc:
+        raise PeerUnavailable(f"tuetoken needs huggingface_hub for from_pretrained ({exc})") from None
+    tok.encode_ordinary("warm up")
+    load = time.perf_counter() - t0
+
+    def batch(texts, num_threads=None):
+        out = tok.encode_ordinary_to_buffer(list(texts), num_threads=num_threads or 1)
+        return FlatBatch(out["data"], out["offsets"])
+
+    return Peer("tuetoken", tok.encode_ordinary, batch,
+                f"tuetoken {_version('tuetoken')} Tokenizer.from_pretrained(a local hub cache of tokenizer.json)"
+                ".encode_ordinary; batch: encode_ordinary_to_buffer(texts, num_threads)", load)
+
+
 def _check_rayon_threads(name: str, num_threads) -> None:
     if num_threads is not None and num_threads != BENCH_THREADS:
         raise ValueError(
@@ -452,6 +626,10 @@ BUILDERS = {
     "qwen4exp": build_qwen4exp,
     "fastokens": build_fastokens,
     "gigatoken": build_gigatoken,
+    "snaptokens": build_snaptokens,
+    "quicktok": build_quicktok,
+    "tokie": build_tokie,
+    "tuetoken": build_tuetoken,
     "kitoken": build_kitoken,
     "hf": build_hf,
     "tiktoken": build_tiktoken,

@@ -13,7 +13,8 @@ long-word cost growth (20,000 vs 200,000 characters); batch encoding with 1
 and 2 threads (CPU use, the work split's critical path, qwen4exp's 1 -> 2
 scaling target); the batch job (bench/batch_job.py: a JSONL file of tens of
 MB to Parquet in whole processes against gigatoken's file API, and
-encode_arrow against gigatoken's encode_batch); load time and resident
+encode_arrow against gigatoken's encode_batch); the batch job's peak memory
+at 1x, 4x and 16x its corpus (bench/batch_memory.py); load time and resident
 memory (one fresh process per peer, qwen4exp's load target); with --cli the
 `qwen4exp batch` command on code and chats end to end;
 parity with the HF reference. Progress goes to stderr, the markdown to
@@ -297,7 +298,33 @@ def time_documents(encode, docs) -> float:
         gc.enable()
 
 
-def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dict]:
+def ids_check(loaded, ref_ids) -> dict:
+    """{(corpus, peer): what differs from the HF reference} before any timing:
+    the whole corpus in one call, and each measured document (an empty list:
+    the same ids). A peer that differs is shown as such; its speed is not
+    compared with qwen4exp's as if it did the same work."""
+    ref = peers.build_hf_reference()
+    out = {}
+    for c in THROUGHPUT:
+        docs = split_documents(c)[1]
+        want = [ref(d) for d in docs]
+        for n, p in loaded.items():
+            log(f"ids check: {c}, {n}")
+            bad = []
+            if list(p.encode(corpus_text(c))) != ref_ids[c]:
+                bad.append("whole corpus")
+            k = sum(list(p.encode(d)) != w for d, w in zip(docs, want))
+            if k:
+                bad.append(f"{k}/{len(docs)} documents")
+            out[(c, n)] = bad
+    return out
+
+
+def differ_cell(bad) -> str:
+    return "yes" if not bad else f"**no** ({', '.join(bad)})"
+
+
+def throughput_section(loaded, skipped, differ, rounds) -> tuple[list[str], dict]:
     """Single-threaded encode, three ways, all peers interleaved round by round:
     `whole`: one call on the whole corpus (the same text each round, so caches
     are warm on it); `warm`: a fresh object warmed on a quarter of the
@@ -306,7 +333,7 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
     names = list(loaded)
     kinds = ("whole", "warm", "cold")
     best = {(c, n, k): float("inf") for c in THROUGHPUT for n in names for k in kinds}
-    ntok, equal = {}, {}
+    ntok = {}
     split = {c: split_documents(c) for c in THROUGHPUT}
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)] if names else []
@@ -317,9 +344,7 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
             for n in order:
                 secs, ids = common.best_of(loaded[n].encode, text, 1)
                 best[(c, n, "whole")] = min(best[(c, n, "whole")], secs)
-                if r == 0:
-                    ntok[(c, n)] = len(ids)
-                    equal[(c, n)] = list(ids) == ref_ids[c]
+                ntok[(c, n)] = len(ids)
                 del ids
                 fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
                 best[(c, n, "cold")] = min(best[(c, n, "cold")], time_documents(fresh.encode, docs))
@@ -337,7 +362,9 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
         "the other three quarters, one call per document, texts it has not seen. **cold**: a "
         "new object after a one-word warm-up, timed on those same documents. **short**: each "
         "non-blank line of the multilingual corpus as a document (about 310 bytes; whole: joined). "
-        "`×` columns: qwen4exp's speed over the peer's (above 1 = qwen4exp faster).",
+        "`×` columns: qwen4exp's speed over the peer's (above 1 = qwen4exp faster). Every peer's ids are "
+        "checked against the HF reference before any timing (the whole corpus, and each measured document); "
+        "where they differ the `×` cells say so instead of a ratio: that peer did other work.",
         "",
         "| corpus | peer | whole MB/s | tokens/s | warm, fresh documents MB/s | cold MB/s "
         "| × whole | × warm, fresh | × cold | ids == HF reference |",
@@ -351,11 +378,12 @@ def throughput_section(loaded, skipped, ref_ids, rounds) -> tuple[list[str], dic
             size = {"whole": nbytes, "warm": dbytes, "cold": dbytes}
             mbs = {k: size[k] / best[(c, n, k)] / 1e6 for k in kinds}
             results[(c, n)] = mbs
-            ratios = [f"{best[(c, n, k)] / best[(c, 'qwen4exp', k)]:.2f}×" if "qwen4exp" in names else "n/a"
-                      for k in kinds]
+            same = not differ[(c, n)] and not differ[(c, "qwen4exp")] if "qwen4exp" in names else False
+            ratios = [f"{best[(c, n, k)] / best[(c, 'qwen4exp', k)]:.2f}×" if same
+                      else ("ids differ" if "qwen4exp" in names else "n/a") for k in kinds]
             lines.append(f"| {c} | {n} | {mbs['whole']:.2f} | {fmt_rate(ntok[(c, n)] / best[(c, n, 'whole')])} | "
                          f"{mbs['warm']:.2f} | {mbs['cold']:.2f} | {' | '.join(ratios)} | "
-                         f"{'yes' if equal[(c, n)] else '**no**'} |")
+                         f"{differ_cell(differ[(c, n)])} |")
         for n in skipped:
             lines.append(f"| {c} | {n} | skipped (see below) | | | | | | | |")
     lines.append("")
@@ -443,7 +471,7 @@ def run_batch_children(loaded, rounds) -> dict:
     return res
 
 
-def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
+def batch_section(loaded, rounds, differ) -> tuple[list[str], list[str]]:
     lines = [
         f"## Batch encoding, 1 and 2 threads (best of {rounds}, after one untimed call)",
         "",
@@ -489,6 +517,9 @@ def batch_section(loaded, rounds) -> tuple[list[str], list[str]]:
                                                     x["cpu_wall"]))
             q = res.get(("qwen4exp", threads), {}).get(c)
             vs = f"{x['seconds'] / q['seconds']:.2f}×" if q else "n/a"
+            parts = ("code", "multilingual") if c == "mixed" else (c,)
+            if any(differ.get((p, n)) or differ.get((p, "qwen4exp")) for p in parts):
+                vs = "ids differ"
             lines.append(f"| {c} | {n} | {threads} | {x['bytes'] / x['seconds'] / 1e6:.2f} | "
                          f"{fmt_rate(x['tokens'] / x['seconds'])} | {x['cpu_wall']:.2f} | {wall} | {path} | "
                          f"{vs} | {'yes' if x['batch_equals_encode'] else '**no**'} |")
@@ -651,6 +682,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-parity", action="store_true")
     ap.add_argument("--no-batch-job", action="store_true",
                     help="skip the batch job (JSONL to Parquet, and the Arrow / file APIs; bench/batch_job.py)")
+    ap.add_argument("--no-memory", action="store_true",
+                    help="skip the batch job's memory at 1x, 4x and 16x its corpus (bench/batch_memory.py)")
+    ap.add_argument("--memory-rounds", type=int, default=1)
     ap.add_argument("--cli", action="store_true", help="also time the `qwen4exp batch` command end to end")
     ap.add_argument("--output", help="write the markdown here as well")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -671,13 +705,19 @@ def main(argv=None) -> int:
         return 0
 
     if a.quick:
-        a.rounds, a.no_batch, a.no_load, a.no_batch_job = 2, True, True, True
+        a.rounds, a.no_batch, a.no_load, a.no_batch_job, a.no_memory = 2, True, True, True, True
     names = [n.strip() for n in a.peers.split(",") if n.strip()]
     t_start = time.perf_counter()
     log("building corpora ...")
     corpora.corpus_info()
     log("loading peers ...")
-    peers.bpe_qwen_dir() if "bpe-qwen" in names else None
+    for n, prepare in (("bpe-qwen", peers.bpe_qwen_dir), ("quicktok", peers.quicktok_dir),
+                       ("tuetoken", peers.tuetoken_hub_cache)):
+        if n in names:  # made once, before the child processes that use them
+            try:
+                prepare()
+            except peers.PeerUnavailable:
+                pass  # load_peers says why
     loaded, skipped = peers.load_peers(names)
     for n, why in skipped.items():
         log(f"skipping {n}: {why}")
@@ -687,8 +727,9 @@ def main(argv=None) -> int:
 
     out = ["# qwen4exp encode benchmarks", ""]
     out += environment_section(loaded, skipped)
-    tp_lines, single = throughput_section(loaded, skipped, ref_ids, a.rounds)
-    batch_lines, batch_ratios = batch_section(loaded, a.batch_rounds) if not a.no_batch else ([], {})
+    differ = ids_check(loaded, ref_ids)
+    tp_lines, single = throughput_section(loaded, skipped, differ, a.rounds)
+    batch_lines, batch_ratios = batch_section(loaded, a.batch_rounds, differ) if not a.no_batch else ([], {})
     out += targets_section(single, batch_ratios)
     out += tp_lines
     if not a.no_long_word:
@@ -698,6 +739,10 @@ def main(argv=None) -> int:
         import batch_job
 
         out += batch_job.section(a.batch_rounds, log)
+    if not a.no_memory:
+        import batch_memory
+
+        out += batch_memory.section(a.memory_rounds, log=log)
     if not a.no_load:
         out += load_section(list(loaded), skipped)
     if a.cli:
