@@ -41,7 +41,6 @@ from _chat_reference import (  # noqa: F401  (some used by callers as ref.X)
     json_call_strings,
     plain_segments,
     reference_tokenizer,
-    scan_segments,
     tools_strings,
 )
 
@@ -96,12 +95,66 @@ def template_text(name: str, training: bool = False) -> str:
     return (TEMPLATES / files[name]).read_text(encoding="utf-8")
 
 
+def has_media(content) -> bool:
+    return isinstance(content, list) and any(part.get("type") != "text" for part in content)
+
+
 def _join(content):
+    """Text parts joined; a list with media parts stays a list (the 3.5+
+    templates render it), its neighbouring text parts joined."""
     if content is None:
         return ""
+    if has_media(content):
+        out = []
+        for part in content:
+            if part.get("type") == "text" and out and out[-1].get("type") == "text":
+                out[-1] = {"type": "text", "text": out[-1]["text"] + part["text"]}
+            else:
+                out.append(dict(part))
+        return out
     if isinstance(content, list):
         return "".join(part["text"] for part in content)
     return content
+
+
+def _texts(content) -> list[str]:
+    """The caller strings of a content: itself, or a media list's text parts."""
+    return [p["text"] for p in content if p.get("type") == "text"] if isinstance(content, list) else [content]
+
+
+def _map_content(content, fn):
+    if isinstance(content, list):
+        return [dict(p, text=fn(p["text"])) if p.get("type") == "text" else p for p in content]
+    return fn(content)
+
+
+#: The media placeholder markers (TRUSTED_CONTROL where a media part put them).
+MEDIA_MARKERS = ("<|vision_start|>", "<|image_pad|>", "<|video_pad|>", "<|vision_end|>")
+_ANY_MARKER_RE = re.compile("|".join(re.escape(m) for m in MARKERS + MEDIA_MARKERS))
+
+
+def scan_segments(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, kind) over text.encode(), kind 1 = control, for an atom-free
+    request: the template markers and, from media parts, the vision markers."""
+    data = text.encode("utf-8")
+    segs: list[list[int]] = []
+    pos = 0
+    for m in _ANY_MARKER_RE.finditer(text):
+        start = len(text[: m.start()].encode("utf-8"))
+        for a, b, kind in ((pos, start, 0), (start, start + len(m.group().encode()), 1)):
+            if a == b:
+                continue
+            if segs and segs[-1][2] == kind:
+                segs[-1][1] = b
+            else:
+                segs.append([a, b, kind])
+        pos = start + len(m.group().encode())
+    if pos < len(data):
+        if segs and segs[-1][2] == 0:
+            segs[-1][1] = len(data)
+        else:
+            segs.append([pos, len(data), 0])
+    return [tuple(s) for s in segs]
 
 
 def _call_fn(call: dict) -> dict:
@@ -167,7 +220,7 @@ def caller_strings(request: dict, fmt: str) -> list[str]:
     req = normalise(request, fmt)
     out = []
     for msg in req["messages"]:
-        out.append(msg["content"])
+        out.extend(_texts(msg["content"]))
         if msg.get("reasoning_content") is not None:
             out.append(msg["reasoning_content"])
         for call in msg.get("tool_calls") or ():
@@ -211,7 +264,7 @@ def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
     name_fn = name_fn or fn
     req = copy.deepcopy(request)
     for msg in req["messages"]:
-        msg["content"] = fn(_join(msg.get("content")))
+        msg["content"] = _map_content(_join(msg.get("content")), fn)
         if msg.get("reasoning_content") is not None:
             msg["reasoning_content"] = fn(msg["reasoning_content"])
         for call in msg.get("tool_calls") or ():

@@ -239,7 +239,8 @@ def chat_requests(draw, text):
 #: error names the message and the field.
 MESSAGE_CORRUPTIONS = [
     ("role", lambda m: m.__setitem__("role", "developer")),
-    ("content", lambda m: m.__setitem__("content", [{"type": "image_url", "image_url": {"url": "u"}}])),
+    # (video_url: every template refuses it; images render in the 3.5+ formats)
+    ("content", lambda m: m.__setitem__("content", [{"type": "video_url", "video_url": {"url": "u"}}])),
     ("content", lambda m: m.__setitem__("content", 3.5)),
     ("content", lambda m: m.__setitem__("content", "ok \udc80")),
     ("tool_calls", lambda m: m.update(role="assistant", tool_calls=[{"name": "f", "arguments": "[]"}])),

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from ._encoder import utf8_cached
 from .errors import ChatFormatError
+from .media import MediaItem, Numbering
 from .requests import reject_constant
 from .segments import utf8
 
@@ -42,7 +43,8 @@ __all__ = [
 SYSTEM, USER, ASSISTANT, TOOL = 0, 1, 2, 3
 _ROLES = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
 
-# Structured parts the text-only artifact refuses (docs/FORMAT.md, "Content").
+# Structured media parts: rendered in the formats with media (qwen4exp.media),
+# refused with a message naming them elsewhere (docs/FORMAT.md, "Content").
 _MEDIA_PARTS = frozenset({"image", "image_url", "video", "video_url", "audio", "input_audio"})
 _MISSING = object()
 # `type(x) is dict or isinstance(x, Mapping)`: the exact check first, since the
@@ -66,11 +68,15 @@ class Rules(NamedTuple):
     thinking: bool | None  # enable_thinking's default; None: no thinking mode (only False accepted)
     preserve: bool | None  # preserve_thinking's default; None: no such option
     effort: str | None  # reasoning_effort's default; None: no such option
+    media: bool = False  # image and video parts render (qwen4exp.media); add_vision_id exists
 
 
 class Message(NamedTuple):
     role: int
-    content: bytes  # joined (and, where the format trims, stripped) text, UTF-8
+    # joined (and, where the format trims, stripped) text, UTF-8; with media
+    # parts a tuple (text, MediaItem, text, ..., text) of DATA around each
+    # placeholder, the texts holding the "Picture N: " labels (qwen4exp.media)
+    content: bytes | tuple
     reasoning: bytes | None  # assistant `reasoning_content`, else None
     # (name, rendered arguments) per tool call: the JSON object for JSON_CALLS,
     # the <parameter=...> blocks for the XML forms
@@ -85,6 +91,7 @@ class Request(NamedTuple):
     enable_thinking: bool  # resolved: the caller's value or the format's default
     preserve_thinking: bool | None  # resolved; None where the format has no such option
     reasoning_effort: str | None  # resolved; None where the format has no such option
+    media: tuple[MediaItem, ...] = ()  # every media part, in order
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -99,7 +106,7 @@ def _not_json(value: Any) -> Any:
 # same options (a third of a small request's validation went to rebuilding
 # it). No markers dict: a circular value ends in RecursionError, which
 # validation reports like any other non-JSON value.
-_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # type: ignore[attr-defined]
     None, _not_json, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
 )
 
@@ -144,7 +151,8 @@ def _stripped(data: bytes) -> bytes:
     return data if stripped is text else stripped.encode("utf-8")
 
 
-def _content(value: Any, i: int, optional: bool, trim: bool = False) -> bytes:
+def _content(value: Any, i: int, optional: bool, trim: bool,
+             media: Numbering, system: bool = False) -> bytes | tuple:
     if isinstance(value, str):
         try:
             return utf8_cached(str.strip(value) if trim else value)
@@ -156,7 +164,8 @@ def _content(value: Any, i: int, optional: bool, trim: bool = False) -> bytes:
             return b""
         raise ChatFormatError(f"{where}: content is required (a string or a list of text parts)")
     if isinstance(value, (list, tuple)):
-        texts = []
+        texts: list[bytes] = []
+        pieces: list[Any] | None = None  # (text, MediaItem, text, ...) once a media part is met
         for j, part in enumerate(value):
             pwhere = f"{where}[{j}]"
             if type(part) is not dict and not isinstance(part, Mapping):
@@ -165,17 +174,27 @@ def _content(value: Any, i: int, optional: bool, trim: bool = False) -> bytes:
                 )
             kind = part.get("type")
             if isinstance(kind, str) and kind in _MEDIA_PARTS:
-                raise ChatFormatError(
-                    f"{pwhere}: {kind!r} parts are not supported (the artifact is text-only)"
-                )
+                item = media.part(part, kind, i, j, system)
+                if pieces is None:
+                    pieces = []
+                pieces += (b"".join(texts) + item.label, item)
+                texts = []
+                continue
             if kind != "text":
                 raise ChatFormatError(f"{pwhere}: unknown content part type {kind!r}")
+            media.check_text_part(part, i, j)
             text = part.get("text")
             if not isinstance(text, str):
                 raise ChatFormatError(
                     f"{pwhere}.text: a text part needs a string 'text', not {type(text).__name__}"
                 )
             texts.append(_text(text, f"{pwhere}.text"))
+        if pieces is not None:
+            pieces.append(b"".join(texts))
+            if trim:  # the whole rendered content is trimmed: only its two ends can move
+                pieces[0] = pieces[0].decode("utf-8").lstrip().encode("utf-8")
+                pieces[-1] = pieces[-1].decode("utf-8").rstrip().encode("utf-8")
+            return tuple(pieces)
         return _stripped(b"".join(texts)) if trim else b"".join(texts)
     raise ChatFormatError(
         f"{where}: content must be a string or a list of text parts, not {type(value).__name__}"
@@ -254,7 +273,7 @@ def _xml_arguments(value: Any, where: str, style: int) -> bytes:
         value = _parsed_object(value, where)
     elif type(value) is not dict and not isinstance(value, Mapping):
         raise _not_an_object(value, where)
-    blocks = []
+    blocks: list[bytes] = []
     for key, item in value.items():
         if not isinstance(key, str):
             raise ChatFormatError(
@@ -368,18 +387,31 @@ def _options(rules: Rules, enable_thinking: Any, preserve_thinking: Any,
     return enable_thinking, preserve_thinking, reasoning_effort
 
 
+def _vision_id(rules: Rules, add_vision_id: Any) -> bool:
+    """add_vision_id resolved: off by default; only formats with media have it."""
+    if add_vision_id is None:
+        return False
+    if not rules.media:
+        raise ChatFormatError(
+            f"add_vision_id: the {rules.name} format has no such option (it has no media parts)"
+        )
+    return _flag(add_vision_id, "add_vision_id")
+
+
 def validate_request(
     messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any,
-    preserve_thinking: Any, reasoning_effort: Any, rules: Rules,
+    preserve_thinking: Any, reasoning_effort: Any, rules: Rules, add_vision_id: Any = None,
 ) -> Request:
     """Check a whole request against a format's rules and return it normalised, or raise.
 
-    Raises ChatFormatError (role, order, content, tool calls, tools, options)
-    or TextEncodingError (a lone surrogate), naming the message index and field.
+    Raises ChatFormatError (role, order, content, media parts, tool calls,
+    tools, options) or TextEncodingError (a lone surrogate), naming the
+    message index and field.
     """
     add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
     enable_thinking, preserve_thinking, reasoning_effort = _options(
         rules, enable_thinking, preserve_thinking, reasoning_effort)
+    media = Numbering(rules.name, rules.media, _vision_id(rules, add_vision_id))
     if not isinstance(messages, list):
         raise ChatFormatError(f"messages: must be a list of messages, not {type(messages).__name__}")
     if not messages:
@@ -406,9 +438,9 @@ def validate_request(
         if role == SYSTEM and i != 0:
             what = "a second system message" if system is not None else "a system message"
             raise ChatFormatError(f"messages[{i}].role: {what} is only allowed as the first message")
-        content = _content(msg.get("content"), i, role == ASSISTANT, trim)
+        content = _content(msg.get("content"), i, role == ASSISTANT, trim, media, role == SYSTEM)
         if role == ASSISTANT:
-            reasoning = msg.get("reasoning_content")
+            reasoning: Any = msg.get("reasoning_content")  # a str, checked here
             if reasoning is not None:
                 if not isinstance(reasoning, str):
                     raise ChatFormatError(
@@ -424,6 +456,7 @@ def validate_request(
             out.append(_new(Message, (role, content, reasoning, calls)))
         else:
             if role == SYSTEM:
+                assert isinstance(content, bytes)  # a system message has no media parts
                 system = content
             out.append(_new(Message, (role, content, None, ())))
 
@@ -432,4 +465,4 @@ def validate_request(
             f"messages: the {rules.name} format needs a user query (no message has role 'user')"
         )
     return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking,
-                   preserve_thinking, reasoning_effort)
+                   preserve_thinking, reasoning_effort, tuple(media.items))

@@ -10,6 +10,7 @@ from ._geometry import GeoCode
 __all__ = [
     "Qwen4ExpError",
     "ChatFormatError",
+    "MediaError",
     "SegmentError",
     "UnknownControlError",
     "TextEncodingError",
@@ -27,6 +28,11 @@ class Qwen4ExpError(ValueError):
 class ChatFormatError(Qwen4ExpError):
     """A chat request the chosen chat format does not accept (role, order, content, tools,
     media, an option the format lacks)."""
+
+
+class MediaError(ChatFormatError):
+    """An image or video part that cannot be rendered or counted: a bad size or
+    grid, no size where `expand_media` needs one, bad processor parameters."""
 
 
 class SegmentError(Qwen4ExpError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Marker", "CONTROL_MARKERS", "MEDIA_MARKERS", "STOP_MARKERS"]
+__all__ = ["Marker", "MediaMarker", "CONTROL_MARKERS", "MEDIA_MARKERS", "STOP_MARKERS"]
 
 
 class Marker(str, Enum):
@@ -36,16 +36,29 @@ class Marker(str, Enum):
         return self.value.encode()
 
 
+class MediaMarker(str, Enum):
+    """The markers of a media placeholder (qwen4exp.media): written only for a
+    structured image or video part, never a completion's structure."""
+
+    VISION_START = "<|vision_start|>"
+    VISION_END = "<|vision_end|>"
+    IMAGE_PAD = "<|image_pad|>"  # one per merged patch once expanded
+    VIDEO_PAD = "<|video_pad|>"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 #: The spellings a renderer ever emits as TRUSTED_CONTROL.
 CONTROL_MARKERS = frozenset(
-    m.value for m in Marker if m is not Marker.END_OF_TEXT
+    m.value for m in (*Marker, *MediaMarker) if m is not Marker.END_OF_TEXT
 )
 
 #: The atoms that end a completion.
 STOP_MARKERS = (Marker.IM_END.value, Marker.END_OF_TEXT.value)
 
-#: Media placeholders: legal DATA when typed in text; structured media parts
-#: are rejected before rendering (the renderer is text-only).
+#: Media placeholder atoms: TRUSTED_CONTROL only where a structured media part
+#: put them (qwen4exp.media); typed in text they are DATA like any text.
 MEDIA_MARKERS = (
     "<|vision_start|>",
     "<|vision_end|>",
