@@ -311,6 +311,38 @@ def test_a_request_files_chat_format_is_used(capsys, tmp_path, hf_full36):
     assert code == 3 and "ChatFormatError" in err and "preserve_thinking" in err
 
 
+def test_a_vocabulary_that_is_not_the_formats_is_refused(capsys, tmp_path):
+    """--vocab or --tokenizer of another vocabulary than the format's (named by
+    the request: exit 3; by --chat-format: exit 2) is refused before anything
+    is written, in every command that renders; an alias of the right one is not."""
+    from conftest import TOKENIZER_JSON
+
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps({**REQUEST, "chat_format": "qwen3.6"}), encoding="utf-8")
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(REQUEST), encoding="utf-8")
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(REQUEST) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    for given in (("--vocab", "qwen3"), ("--tokenizer", TOKENIZER_JSON)):
+        for args in (("encode", "--chat", f), ("count", "--chat", f), ("render", f, "--table"),
+                     ("parse", "--prompt", f, "1")):
+            code, stdout, err = run(capsys, *args, *given)
+            assert code == 3 and stdout == "", (args, err)
+            assert "the request's \"chat_format\" 'qwen3.6' is a format of the qwen3.6 vocabulary's models" in err
+            assert f"leave out {given[0]}" in err and "Traceback" not in err
+        for args in (("encode", "--chat", plain), ("count", "--chat", plain), ("render", plain, "--table"),
+                     ("parse", "1"), ("batch", src, out)):
+            code, stdout, err = run(capsys, *args, "--chat-format", "qwen3.8", *given)
+            assert code == 2 and stdout == "", (args, err)
+            assert "--chat-format qwen3.8 is a format of the qwen3.6 vocabulary's models" in err
+        assert not out.exists()
+    code, stdout, err = run(capsys, "count", "--chat", f, "--vocab", "qwen3.5")  # the alias of qwen3.6
+    assert code == 0, err
+    code, stdout2, err = run(capsys, "count", "--chat", f)
+    assert stdout == stdout2
+
+
 def test_batch_records_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
     """batch renders every record in the run's --chat-format (qwen3 without
     one), whose vocabulary tokenizes them all: a record naming another format

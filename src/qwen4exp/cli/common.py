@@ -142,24 +142,36 @@ def add_chat_format_argument(sp, default: str | None = None) -> None:
 def tokenizer_of(args=None, chat_format: str | None = None):
     """The tokenizer a command uses: --tokenizer PATH, --vocab NAME, else the
     vocabulary of the chat format's models: `chat_format` (the format a
-    request rendered in), else --chat-format (qwen3 without either)."""
-    path = getattr(args, "tokenizer", None)
+    request rendered in), else --chat-format (qwen3 without either). A
+    --tokenizer or --vocab that is not that format's vocabulary is refused:
+    UsageError when --chat-format named the format, InputError when the
+    request did."""
+    fmt = chat_format or getattr(args, "chat_format", None)
+    path, name = getattr(args, "tokenizer", None), getattr(args, "vocab", None)
     if path:
         try:
-            return Tokenizer.from_file(path)
+            tok = Tokenizer.from_file(path)
         except (OSError, Qwen4ExpError) as exc:
             raise UsageError(f"--tokenizer {path}: {exc}") from None
-    name = getattr(args, "vocab", None)
-    if name is None:
-        fmt = chat_format or getattr(args, "chat_format", None)
+    elif name is not None:
+        try:
+            tok = Tokenizer(name)
+        except Qwen4ExpError as exc:
+            raise UsageError(f"--vocab: {exc}") from None
+    else:
         return Tokenizer(format_vocabulary(fmt)) if fmt is not None else Tokenizer()
-    try:
-        return Tokenizer(name)
-    except Qwen4ExpError as exc:
-        raise UsageError(f"--vocab: {exc}") from None
+    if fmt is not None and fmt not in tok.chat_formats():
+        given = f"--tokenizer {path}" if path else f"--vocab {name}"
+        named_by_option = fmt == getattr(args, "chat_format", None)
+        source = f"--chat-format {fmt}" if named_by_option else f'the request\'s "chat_format" {fmt!r}'
+        error = UsageError if named_by_option else InputError
+        raise error(f"{source} is a format of the {format_vocabulary(fmt)} vocabulary's models, and {given} is "
+                    f"not that vocabulary (its formats: {', '.join(tok.chat_formats()) or 'none'}): its ids "
+                    f"would be wrong for the model; leave out {given}, or name one of its formats")
+    return tok
 
 
-def other_vocabulary_hint(ids, tok, args, with_format: bool) -> str:
+def other_vocabulary_hint(ids, tok, args, with_format: bool, chat_format: str | None = None) -> str:
     """When `ids` hold an id past `tok`'s vocabulary: words to add to the
     error that say which option reads them (the bundled vocabularies that
     have every one of them, and the chat formats whose models use those),
@@ -175,7 +187,8 @@ def other_vocabulary_hint(ids, tok, args, with_format: bool) -> str:
         used = f"--vocab {args.vocab}"
     else:
         fmt = getattr(args, "chat_format", None)
-        used = (f"{format_vocabulary(fmt)} (the vocabulary of --chat-format {fmt})" if fmt
+        used = (f"{tok.vocabulary} (the vocabulary of --chat-format {fmt})" if fmt
+                else f"{tok.vocabulary} (the vocabulary of the prompt's format {chat_format})" if chat_format
                 else f"{tok.vocabulary} (the default vocabulary)")
     fits = [name for name in vocabularies() if Tokenizer(name).vocab_size > top]
     if not fits:

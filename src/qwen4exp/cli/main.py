@@ -276,6 +276,7 @@ def cmd_render(args) -> int:
     where = "stdin" if args.file == "-" else args.file
     messages, options = _load_request(args.file, args)
     chat = _render(messages, options, where)
+    tok = tokenizer_of(args, chat.chat_format) if args.table else None  # refused before anything is written
     if args.json:
         doc = {
             "text": chat.text,
@@ -294,7 +295,6 @@ def cmd_render(args) -> int:
     out = "".join(parts)
     _write(out if out.endswith("\n") else out + "\n")
     if args.table:
-        tok = tokenizer_of(args, chat.chat_format)
         _write("\n")
         for seg, seg_ids in zip(chat.segments, _segment_ids(tok, chat)):
             text = chat.data[seg.start : seg.end].decode("utf-8")
@@ -431,15 +431,15 @@ def cmd_parse(args) -> int:
         messages, options = _load_request(args.prompt, args)
         options["add_generation_prompt"] = True
         prompt = _render(messages, options, "stdin" if args.prompt == "-" else args.prompt)
-        args.chat_format = args.chat_format or prompt.chat_format  # and its models' vocabulary
+    fmt = args.chat_format or (prompt.chat_format if prompt is not None else None)  # and its models' vocabulary
     tools = None if args.tools is None else _load_tools(args.tools)
-    tok = tokenizer_of(args)
+    tok = tokenizer_of(args, fmt)
     try:
-        message = tok.parse_completion(ids, prompt, chat_format=args.chat_format, tools=tools,
+        message = tok.parse_completion(ids, prompt, chat_format=fmt, tools=tools,
                                        in_reasoning=True if args.in_reasoning else None,
                                        calls_in_reasoning=args.calls_in_reasoning)
     except Qwen4ExpError as exc:
-        raise InputError(f"{exc}{other_vocabulary_hint(ids, tok, args, with_format=True)}") from None
+        raise InputError(f"{exc}{other_vocabulary_hint(ids, tok, args, True, fmt)}") from None
     _write(json.dumps(message, ensure_ascii=False, indent=args.indent) + "\n")
     return EXIT_OK
 
@@ -489,6 +489,9 @@ def main(argv=None) -> int:
         if isinstance(exc, OutputError):
             silence_stdout()
         return exc.code
+    except Qwen4ExpError as exc:  # bad input the command did not name itself: still one line, exit 3
+        print(f"qwen4exp {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
         print(f"qwen4exp {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
