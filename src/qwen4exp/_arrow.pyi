@@ -9,19 +9,19 @@ from ._encoder import NativeTokenizer
 # (validity, offsets, data, offset, length, large): an Arrow string array's
 # buffers (objects with the buffer protocol; validity or data may be None),
 # its slice, and whether its offsets are int64.
-ArrayBuffers = tuple[Any, Any, Any, int, int, bool]
+_ArrayBuffers = tuple[Any, Any, Any, int, int, bool]
 # Per array: its validity bitmap (uint8, None without nulls), int32 offsets and values.
-ListColumn = tuple[NDArray[np.uint8] | None, NDArray[np.int32], NDArray[np.int32]]
+_ListColumn = tuple[NDArray[np.uint8] | None, NDArray[np.int32], NDArray[np.int32]]
 
 class OpenArrays:
     """The arrays' buffers, held open until the object is freed."""
 
-    def __init__(self, arrays: list[ArrayBuffers]) -> None: ...
+    def __init__(self, arrays: list[_ArrayBuffers]) -> None: ...
 
 def encode_string_arrays(
-    tok: NativeTokenizer, arrays: list[ArrayBuffers], num_threads: int
-) -> tuple[list[ListColumn], None] | tuple[None, tuple[int, int, int]]:
+    tok: NativeTokenizer, arrays: list[_ArrayBuffers], num_threads: int
+) -> tuple[list[_ListColumn], None] | tuple[None, tuple[int, int, int]]:
     """(results, None), or (None, (array, row, byte)) for the first row that is not UTF-8."""
 
-def invalid_utf8_rows(arrays: list[ArrayBuffers]) -> NDArray[np.int64]:
+def invalid_utf8_rows(arrays: list[_ArrayBuffers]) -> NDArray[np.int64]:
     """The rows (numbered over all the arrays) that are not null and not valid UTF-8."""
