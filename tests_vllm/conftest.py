@@ -33,9 +33,11 @@ import qwen4exp  # noqa: E402
 #: enable_thinking; qwen3.8 adds preserve_thinking and reasoning_effort.
 SERVED_FORMAT = {"qwen3": "qwen3", "qwen3.6": "qwen3.8"}
 VOCABULARIES = tuple(SERVED_FORMAT)
-#: The plugin's flags, as the README gives them.
+#: The plugin's flags, as the README gives them, and --trust-request-chat-template:
+#: vLLM then lets a request's template through, for the renderer to refuse.
 PLUGIN_FLAGS = ["--tokenizer-mode", "qwen4exp", "--enable-auto-tool-choice",
-                "--tool-call-parser", "qwen4exp", "--reasoning-parser", "qwen4exp"]
+                "--tool-call-parser", "qwen4exp", "--reasoning-parser", "qwen4exp",
+                "--trust-request-chat-template"]
 STARTUP_SECONDS = 900  # two CPUs shared with other jobs: vLLM's start takes 1-4 minutes
 
 
