@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Marker", "MediaMarker", "CONTROL_MARKERS", "MEDIA_MARKERS", "STOP_MARKERS"]
+__all__ = ["Marker", "MediaMarker", "CONTROL_MARKERS"]
 
 
 class Marker(str, Enum):
@@ -52,17 +52,4 @@ class MediaMarker(str, Enum):
 #: The spellings a renderer ever emits as TRUSTED_CONTROL.
 CONTROL_MARKERS = frozenset(
     m.value for m in (*Marker, *MediaMarker) if m is not Marker.END_OF_TEXT
-)
-
-#: The atoms that end a completion.
-STOP_MARKERS = (Marker.IM_END.value, Marker.END_OF_TEXT.value)
-
-#: Media placeholder atoms: TRUSTED_CONTROL only where a structured media part
-#: put them (qwen4exp.media); typed in text they are DATA like any text.
-MEDIA_MARKERS = (
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
 )
