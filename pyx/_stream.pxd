@@ -51,6 +51,7 @@ cdef class ParserCore:
     cdef object index
     cdef object reasoning       # list, or None while no reasoning was opened
     cdef list content, calls, invalid, errors, trailing
+    cdef list written           # the bytes of every id up to the end (atoms spelled)
     cdef Py_ssize_t ncalls, count
     cdef object result
     cdef public str _where   # names the caller in errors

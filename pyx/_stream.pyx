@@ -248,6 +248,7 @@ cdef class ParserCore:
         self._where = "feed()"
         self.held = 0
         self.chars_scanned = 0
+        self.written = []
         self.enter(REASONING if in_reasoning else START, lead)
 
     # -- feeding -------------------------------------------------------------
@@ -379,6 +380,7 @@ cdef class ParserCore:
             self.parts, self.kind, self.index = self.content, "content", None
 
     cdef text(self, bytes data, list out):
+        self.written.append(data)
         cdef str text = self.utf8.take(data)
         if text:
             self.route(text, out)
@@ -485,6 +487,7 @@ cdef class ParserCore:
     # -- atoms ---------------------------------------------------------------
 
     cdef atom(self, Py_ssize_t i, Py_ssize_t position, list out):
+        self.written.append(self.spelled[i])
         cdef str tail = self.utf8.end()  # an unfinished character ends at any atom
         if tail:
             self.route(tail, out)
@@ -632,6 +635,7 @@ cdef class ParserCore:
         c.invalid = copy.deepcopy(self.invalid)
         c.errors = copy.deepcopy(self.errors)
         c.trailing = list(self.trailing)
+        c.written = list(self.written)
         c.ncalls, c.count, c.chars_scanned = self.ncalls, self.count, self.chars_scanned
         c.result = copy.deepcopy(self.result)
         c._where = self._where
@@ -686,11 +690,25 @@ cdef class ParserCore:
         }
         if self.invalid:
             msg["invalid_tool_calls"] = self.invalid
+        if not self.errors and not self.invalid:  # else the reports already say what went wrong
+            self._finish_message(msg, self.count - len(self.trailing) - 1 if self.mode == DONE else self.count)
         if self.errors:
             self.errors.sort(key=_position)  # a call's repairs are reported when it closes
             msg["errors"] = self.errors
         self.result = msg
         return msg
+
+    def _finish_message(self, msg, position):
+        """Called once with a message that has nothing to report yet, before it
+        is returned (`position`: the index of its end atom, or the number of
+        ids when it has none); a subclass may report with `_report`."""
+
+    def _report(self, position, message, text):
+        self.error(position, message, text)
+
+    def written_bytes(self):
+        """The bytes of the ids fed up to the message's end, atoms spelled."""
+        return b"".join(self.written)
 
 
 def _position(error):

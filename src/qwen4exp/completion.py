@@ -86,7 +86,7 @@ class CompletionParser(ParserCore):
     native (pyx/_stream.pyx).
     """
 
-    __slots__ = ("_n_vocab",)
+    __slots__ = ("_n_vocab", "_rerender")
 
     def __init__(self, tok, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                  tools=None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
@@ -118,6 +118,8 @@ class CompletionParser(ParserCore):
         if prompt is not None:
             seed.update(prompt.data)  # call ids differ from one prompt to the next
         context = CallContext(tools, calls == XML_PYTHON, seed.digest())
+        # with a prompt, finish() checks that the message renders back to the completion
+        self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms
         roles = {i: ROLES["other"] for i in atoms.values()}
         for marker, role in _STRUCTURE:
@@ -133,11 +135,18 @@ class CompletionParser(ParserCore):
     def __copy__(self) -> "CompletionParser":
         copy = super().__copy__()
         copy._n_vocab = self._n_vocab
+        copy._rerender = self._rerender
         return copy
 
     # The native feed() calls these to build its errors.
     def _bad_id(self, id, index: int) -> Exception:
         return id_error(id, index, self._where, self._n_vocab)
+
+    def _finish_message(self, msg: dict, position: int) -> None:  # called once by the native finish()
+        if self._rerender is not None:
+            differs = rerender_difference(*self._rerender, self.written_bytes(), msg)
+            if differs is not None:
+                self._report(position, *differs)
 
     def _finished(self) -> Exception:
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
@@ -149,6 +158,49 @@ def parse_all(tok, ids, prompt: RenderedChat | None = None, **options) -> dict:
     parser._where = "parse_completion()"
     parser.feed(ids)
     return parser.finish()
+
+
+_TURN_START = Marker.IM_START.data + b"assistant\n"
+
+
+def _generation_prompt_text(prompt: RenderedChat) -> bytes:
+    """What the prompt's generation prompt wrote after IM_START "assistant\n"
+    (an open THINK, an empty reasoning block): the start of the turn."""
+    data = prompt.data
+    at = data.rfind(_TURN_START)
+    return data[at + len(_TURN_START):] if at >= 0 else b""
+
+
+def rerender_difference(chat_format: str, tools, head: bytes, written: bytes, msg: dict) -> tuple[str, str] | None:
+    """(error, text) when rendering `msg` as the chat's last turn does not write
+    exactly the completion (`head`, the generation prompt's part of the turn,
+    then the bytes of the ids `written`); None when it does.
+
+    What a re-render cannot reproduce: whitespace the format trims or strips,
+    newlines the template writes where the model wrote others, text between
+    or after calls, an empty reasoning block the template adds, a value typed
+    from another spelling, a call body not in the template's form."""
+    from .chat import render_chat  # the renderer, only to check the promise
+
+    turn = {key: msg[key] for key in ("role", "content", "reasoning_content", "tool_calls")}
+    query = {"role": "user", "content": "?"}
+    try:
+        before = render_chat([query], tools=tools, chat_format=chat_format).data
+        again = render_chat([query, turn], tools=tools, chat_format=chat_format).data[len(before):]
+    except Qwen4ExpError as exc:
+        return f"the message cannot be rendered again ({exc})", ""
+    expected = _TURN_START + head + written + b"\n"
+    if again == expected:
+        return None
+    k = 0
+    n = min(len(again), len(expected))
+    while k < n and again[k] == expected[k]:
+        k += 1
+    where = k - len(_TURN_START) - len(head)
+    model = expected[k : k + 24].decode("utf-8", "replace")
+    rendered = again[k : k + 24].decode("utf-8", "replace")
+    return (f"a re-render of this message differs from the completion from its byte {max(where, 0)}: "
+            f"it writes {rendered!r} where the model wrote {model!r}"), model
 
 
 _NOT_A_GENERATION_PROMPT = (
