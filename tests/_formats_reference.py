@@ -69,7 +69,7 @@ FORMAT_OPTIONS = {
     "qwen3.6": ("enable_thinking", "preserve_thinking"),
     "qwen3.8": ("enable_thinking", "preserve_thinking", "reasoning_effort"),
 }
-OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort")
+OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
 
 
 def _qwen36_atoms() -> tuple[str, ...]:

@@ -151,6 +151,10 @@ class Numbering:
             raise ChatFormatError(
                 f"{where}: {kind_name!r} parts are not supported (the {self.fmt} template renders "
                 "'image', 'image_url' and 'video' parts)")
+        if kind_name == "image_url" and "image_url" not in part:  # the template reads the key
+            raise ChatFormatError(
+                f"{where}: an 'image_url' part needs its 'image_url' field (the {self.fmt} template "
+                "renders no other)")
         if system:
             raise ChatFormatError(
                 f"{where}: a system message cannot contain {kind}s (the {self.fmt} template refuses it)")
