@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._stream import DecodeStreamCore, Utf8Stream
+from ._stream import DecodeStreamCore
 from .errors import id_error
 
-__all__ = ["DecodeStream", "Utf8Stream"]
+__all__ = ["DecodeStream"]
 
 
 class DecodeStream(DecodeStreamCore):

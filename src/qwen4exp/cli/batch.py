@@ -28,12 +28,12 @@ from collections import deque
 from typing import Any
 
 from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
-from .encode import EncodedChunk, encode_chunk, encode_work
+from .encode import encode_work
 from .sinks import ErrorsFile, check_paths, sink_for, write_errors
 from .columns import ExtraColumns, check_kept_names, record_options
 from .sources import Failure, format_of, open_source
 
-__all__ = ["EncodedChunk", "LocalEngine", "encode_chunk", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
+__all__ = ["LocalEngine", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
 
 # Catchable signals whose default action ends the process: each stops a run
 # cleanly with exit 128 + its number (SIGINT: 130, as Ctrl-C).
