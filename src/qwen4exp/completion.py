@@ -46,6 +46,7 @@ message has the four OpenAI keys, and only when something was wrong:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from ._stream import ROLES, Delta, ParserCore
 from .chat_validate import JSON_CALLS, XML_PYTHON
@@ -53,6 +54,7 @@ from .errors import Qwen4ExpError, id_error
 from .formats import chat_format as format_named
 from .markers import Marker
 from .segments import Kind, RenderedChat
+from .shapes import ParsedCompletion, ToolLike
 from .tool_calls import CallContext
 
 __all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
@@ -89,7 +91,7 @@ class CompletionParser(ParserCore):
     __slots__ = ("_n_vocab", "_rerender")
 
     def __init__(self, tok, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
-                 tools=None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
+                 tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
         if prompt is not None and not isinstance(prompt, RenderedChat):
             raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
                             f"not {type(prompt).__name__}")
@@ -152,7 +154,7 @@ class CompletionParser(ParserCore):
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
-def parse_all(tok, ids, prompt: RenderedChat | None = None, **options) -> dict:
+def parse_all(tok, ids, prompt: RenderedChat | None = None, **options) -> ParsedCompletion:
     """`Tokenizer.parse_completion`: all the ids at once, errors named after it."""
     parser = CompletionParser(tok, prompt, **options)
     parser._where = "parse_completion()"
