@@ -14,6 +14,7 @@ from .errors import (
     BudgetError,
     ChatFormatError,
     JsonError,
+    MediaError,
     Qwen4ExpError,
     RecordError,
     SegmentError,
@@ -22,6 +23,7 @@ from .errors import (
     VocabularyError,
 )
 from .markers import Marker
+from .media import MediaPart, MediaProcessor
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .shapes import ChatMessage, OpenAIDelta, ParsedCompletion, Tool, ToolCall
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
@@ -38,6 +40,7 @@ __all__ = [
     "vocabularies",
     "Qwen4ExpError",
     "ChatFormatError",
+    "MediaError",
     "SegmentError",
     "UnknownControlError",
     "TextEncodingError",
@@ -55,6 +58,8 @@ __all__ = [
     "Delta",
     "DecodeStream",
     "Marker",
+    "MediaPart",
+    "MediaProcessor",
     # the dict shapes, for type checkers (the rest are in qwen4exp.shapes)
     "ChatMessage",
     "Tool",

@@ -18,7 +18,7 @@ from ..chat_validate import JSON_CALLS, Request, Rules
 __all__ = ["ChatFormat", "template_digest", "fingerprints", "OPTION_NAMES"]
 
 #: The render options a format may have, in the order the help lists them.
-OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort")
+OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
 
 Renderer = Callable[[Request], "tuple[list[bytes], list[int], bool]"]
 
@@ -66,7 +66,8 @@ class ChatFormat:
     def options(self) -> tuple[str, ...]:
         """The render options this format has (enable_thinking, ...)."""
         rules = self.rules
-        have = (rules.thinking is not None, rules.preserve is not None, rules.effort is not None)
+        have = (rules.thinking is not None, rules.preserve is not None, rules.effort is not None,
+                rules.media)  # add_vision_id: only formats with media parts
         return tuple(name for name, ok in zip(OPTION_NAMES, have) if ok)
 
     @property
