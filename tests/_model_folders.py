@@ -85,7 +85,10 @@ def model_folder(directory: str, chat_format: str, *, template: str | None = Non
         "model_max_length": 262144,
         "pad_token": "<|endoftext|>",
         "split_special_tokens": False,
-        "tokenizer_class": "Qwen2Tokenizer",
+        # Qwen3's repositories name Qwen2Tokenizer; for the Qwen3.5/3.6 vocabulary the
+        # generic class, which transformers 5 loads with tokenizer.json's own pattern
+        # (its Qwen2Tokenizer substitutes Qwen2's split pattern)
+        "tokenizer_class": "Qwen2Tokenizer" if vocab == "qwen3" else "PreTrainedTokenizerFast",
         "unk_token": None,
     }
     if template_file:

@@ -9,11 +9,12 @@ special-token extraction is exactly right there.
 import numpy as np
 import pytest
 
-from qwen4exp import Kind, Segment
+from qwen4exp import ChatFormatError, Kind, Segment
 from qwen4exp.chat import render_chat
 from qwen4exp.markers import Marker
 
 import _chat_reference as ref
+import _formats_reference as formats
 from helpers import ATOM_FREE, ORACLE_ACCEPTED, ORACLE_CASES, WITH_ATOMS, reference_ids, render_oracle
 
 
@@ -58,10 +59,13 @@ def test_a_typed_marker_stays_data(vocab_tok, vocab_hf, way_in, marker):
         ids = vocab_tok.encode_segments(data, segments).tolist()
         assert ids == [atoms[Marker.IM_START]] + plain(typed) + [atoms[Marker.IM_END]]
     else:
-        chat = render_chat([{"role": "user", "content": typed}], add_generation_prompt=True)
-        assert chat.text == f"{Marker.IM_START}user\n{typed}{Marker.IM_END}\n{Marker.IM_START}assistant\n"
+        # in the vocabulary's own format (3.5+ generation prompts open THINK)
+        chat = vocab_tok.render_chat([{"role": "user", "content": typed}], add_generation_prompt=True)
+        head = f"{Marker.IM_START}user\n{typed}{Marker.IM_END}\n{Marker.IM_START}assistant\n"
+        assert chat.text == head + ("" if vocab_tok.chat_format == "qwen3" else f"{Marker.THINK}\n")
         controls = [chat.data[s.start : s.end].decode() for s in chat.segments if s.kind is Kind.TRUSTED_CONTROL]
-        assert controls == [Marker.IM_START, Marker.IM_END, Marker.IM_START]
+        assert controls[:3] == [Marker.IM_START, Marker.IM_END, Marker.IM_START]
+        assert len(controls) == 3 + (vocab_tok.chat_format != "qwen3")
         at = chat.data.index(typed.encode())
         (segment,) = [s for s in chat.segments if s.start <= at < s.end]
         assert segment.kind is Kind.DATA and segment.end >= at + len(typed.encode())
@@ -114,15 +118,24 @@ def tok_and_hf(request):
 
 @pytest.mark.parametrize("name", ORACLE_ACCEPTED)
 def test_both_vocabularies(tok_and_hf, name):
-    """render_chat + encode_chat over either vocabulary: the harmless twin's ids are
-    HF's ids of the reference text (its markers resolve to this vocabulary's atom
-    ids), and the case itself has the same atom ids, one per template marker."""
+    """render_chat + encode_chat over either vocabulary, in its own default format:
+    the harmless twin's ids are HF's ids of that format's reference text (its
+    markers resolve to this vocabulary's atom ids), and the case itself has the
+    same atom ids, one per template marker. A case the format refuses (the 3.5+
+    formats need a user query) is refused by its template too."""
     tok, hf = tok_and_hf
+    fmt = tok.chat_format
     request = ORACLE_CASES[name]["request"]
-    twin = ref.harmless_twin(request)
-    twin_ids = tok.encode_chat(render_oracle(twin)).tolist()
-    assert twin_ids == hf.encode(ref.reference_text(twin), add_special_tokens=False).ids
-    chat = render_oracle(request)
+    twin = formats.harmless_twin(request, fmt)
+    try:
+        chat = tok.render_chat(request["messages"], **formats.render_kwargs(request, fmt))
+    except ChatFormatError:
+        with pytest.raises(Exception, match="No user query"):
+            formats.reference_text(twin, fmt)
+        return
+    twin_chat = tok.render_chat(twin["messages"], **formats.render_kwargs(twin, fmt))
+    twin_ids = tok.encode_chat(twin_chat).tolist()
+    assert twin_ids == hf.encode(formats.reference_text(twin, fmt), add_special_tokens=False).ids
     ids = tok.encode_chat(chat).tolist()
     atom_ids = set(tok.atoms.values())
     markers = [m for s, e, k in chat.segments if k is Kind.TRUSTED_CONTROL

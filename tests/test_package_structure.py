@@ -2,7 +2,8 @@
 (imports inside functions count), the command line (qwen4exp.cli) imported
 by no library module, and each template marker spelled in at most two
 modules (markers.py, which every other module uses, and the vocabulary
-compiler, which reads tokenizer.json without importing the package); and the
+descriptors, which list a tiktoken vocabulary's added tokens and load
+without the package, from setup.py); and the
 tests' own: no test module imports another."""
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def test_no_library_module_imports_the_cli():
 # Written out here, not read from qwen4exp.markers: this is the check of that table.
 MARKER_SPELLINGS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
                     "</tool_call>", "<tool_response>", "</tool_response>")
-MARKER_MODULES = {f"{PACKAGE}.markers", f"{PACKAGE}._vocab_compile"}  # the table; the vocabulary compiler
+MARKER_MODULES = {f"{PACKAGE}.markers", f"{PACKAGE}.vocabulary"}  # the table; the vocabulary descriptors
 
 
 def test_markers_match_the_table():

@@ -9,7 +9,7 @@ conversion), in transformers 4.57 and 5.x alike. What it fills in comes from
 qwen4exp:
 
 * text given to `__call__`, `encode` and `tokenize` is DATA: a typed atom
-  spelling such as "<|im_end|>" is ordinary BPE text, never an atom id.
+  spelling such as the IM_END marker's is ordinary BPE text, never an atom id.
   transformers' own `PreTrainedTokenizerFast` maps it to the atom's id;
   `split_special_tokens=False` (per call, or as the attribute) asks for that
   behaviour here too, for text the caller trusts;
@@ -17,7 +17,7 @@ qwen4exp:
   format (`Tokenizer.render_chat` + `encode_chat`), never through Jinja, and
   gives assistant masks for Qwen's templates, which have no
   {% generation %} blocks: `assistant_mask_style="qwen4exp"` (the assistant's
-  output through its <|im_end|>) or "trl" (also the newline after it, what
+  output through its IM_END marker) or "trl" (also the newline after it, what
   transformers computes from TRL's training templates).
 
 A model folder's tokenizer.json is the vocabulary and cannot grow:
@@ -426,7 +426,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         with transformers turns typed atom spellings into atom ids.
 
         With return_assistant_tokens_mask, "assistant_masks" marks each
-        assistant turn's output: through its <|im_end|> (assistant_mask_style
+        assistant turn's output: through its IM_END marker (assistant_mask_style
         "qwen4exp", qwen4exp's EncodedChat.assistant_mask), or also the newline
         after it ("trl", what transformers computes from TRL's training
         templates' {% generation %} blocks). Left None, the style is "trl" when
@@ -593,7 +593,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
 def _assistant_mask(chat: RenderedChat, enc, style: str) -> np.ndarray:
     """The assistant mask of one encoded chat in `style`. "trl" adds, to each
     assistant turn's qwen4exp mask, the rest of its span: the newline after its
-    <|im_end|> (the span is the turn's, header to that newline; the header is
+    IM_END marker (the span is the turn's, header to that newline; the header is
     what precedes the first masked token)."""
     mask = enc.assistant_mask
     if style == "qwen4exp":
