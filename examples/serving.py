@@ -16,6 +16,9 @@ example runs anywhere; replace `StandInModel.generate` with your sampler.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator, Iterator, Mapping
+
+import numpy as np
 
 import qwen4exp
 
@@ -45,7 +48,7 @@ class StandInModel:
     def __init__(self, tok: qwen4exp.Tokenizer, replies: list[qwen4exp.ChatMessage]) -> None:
         self.tok, self.replies = tok, list(replies)
 
-    def generate(self, messages: list[qwen4exp.ChatMessage], prompt_ids):
+    def generate(self, messages: list[qwen4exp.ChatMessage], prompt_ids: np.ndarray) -> Iterator[int]:
         reply = self.replies.pop(0)
         # The ids the template writes for the reply, after the prompt's generation prompt.
         whole = self.tok.encode_chat(qwen4exp.render_chat(messages + [reply], tools=TOOLS, chat_format=CHAT_FORMAT))
@@ -53,17 +56,18 @@ class StandInModel:
         yield from whole[len(prompt_ids) : -1].tolist()  # up to and including <|im_end|>
 
 
-def get_weather(city: str) -> dict:
+def get_weather(city: str) -> dict[str, object]:
     return {"city": city, "temperature": 18, "sky": "light rain"}
 
 
-def chunk(delta: dict, finish_reason: str | None = None) -> str:
+def chunk(delta: Mapping[str, object], finish_reason: str | None = None) -> str:
     """One server-sent event in the OpenAI chat.completion.chunk shape."""
     body = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
     return "data: " + json.dumps(body, ensure_ascii=False)
 
 
-def stream_reply(tok, model, messages, encoder):
+def stream_reply(tok: qwen4exp.Tokenizer, model: StandInModel, messages: list[qwen4exp.ChatMessage],
+                 encoder: qwen4exp.ChatEncoder) -> Generator[str, None, qwen4exp.ParsedCompletion]:
     """Yield the chunks of one reply; return the parsed assistant message."""
     chat = qwen4exp.render_chat(messages, tools=TOOLS, add_generation_prompt=True, chat_format=CHAT_FORMAT)
     prompt = encoder.encode(chat)
