@@ -55,7 +55,7 @@ def conversation() -> list[dict]:
         {"day": d, "high": 18 + d, "low": 9 + d, "sky": "partly cloudy"} for d in range(3)]})
     docs = "\n".join(f"- doc {k}: deployment notes, section {k}, rollback steps and owners" for k in range(12))
     return [
-        {"role": "system", "content": "You are a careful operations assistant. " * 30},
+        {"role": "system", "content": "You are a careful operations assistant. " * 36},
         {"role": "user", "content": "What is the weather in Paris for the next three days?"},
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": weather}}]},
