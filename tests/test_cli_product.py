@@ -343,6 +343,32 @@ def test_a_vocabulary_that_is_not_the_formats_is_refused(capsys, tmp_path):
     assert stdout == stdout2
 
 
+def test_a_vocabulary_alone_renders_in_its_own_format(capsys, tmp_path, hf_full36):
+    """--vocab (or --tokenizer) with no format named anywhere: requests and
+    batch records render in that vocabulary's format, not in qwen3's (whose
+    ids would be refused, or wrong)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fmt = qwen4exp.Tokenizer("qwen3.6").chat_format
+    ids = hf_full36.encode(formats.reference_text(REQUEST, fmt), add_special_tokens=False).ids
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps(REQUEST), encoding="utf-8")
+    code, out, err = run(capsys, "encode", "--chat", f, "--vocab", "qwen3.6")
+    assert code == 0 and json.loads(out) == ids, err
+    code, out, err = run(capsys, "count", "--chat", f, "--vocab", "qwen3.5")
+    assert code == 0 and int(out) == len(ids), err
+    code, out, err = run(capsys, "render", f, "--vocab", "qwen3.6", "--json")
+    assert code == 0 and json.loads(out)["text"] == formats.reference_text(REQUEST, fmt), err
+    jsonl, parquet = tmp_path / "in.jsonl", tmp_path / "in.parquet"
+    jsonl.write_text(json.dumps(REQUEST) + "\n", encoding="utf-8")
+    pq.write_table(pa.table({"messages": [json.dumps(REQUEST["messages"])], "tools": [json.dumps(TOOLS)]}), parquet)
+    for src in (jsonl, parquet):
+        out = tmp_path / "out.jsonl"
+        code, _, err = run(capsys, "batch", src, out, "--vocab", "qwen3.6", "-q")
+        assert code == 0, err
+        assert [json.loads(line)["ids"] for line in out.read_text().splitlines()] == [ids]
+
+
 def test_batch_records_chat_format_must_be_the_runs(capsys, tmp_path, hf_full):
     """batch renders every record in the run's --chat-format (qwen3 without
     one), whose vocabulary tokenizes them all: a record naming another format

@@ -288,7 +288,7 @@ def cmd_batch(args, engine=None) -> int:
         need_module("tqdm")
 
     tok = tokenizer_of(args)
-    options = record_options(args)
+    options = record_options(args, tok)
     source = engine_class.open_source(args.input, in_fmt, options)
     kept_schema = getattr(source, "kept_schema", None) if args.keep_columns else None
     if kept_schema is not None:

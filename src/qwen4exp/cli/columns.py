@@ -308,7 +308,10 @@ def _json_value(value):
     return str(value)
 
 
-def record_options(args) -> RecordOptions:
-    """The RecordOptions of a `batch` command line."""
-    render = (("chat_format", args.chat_format),) if getattr(args, "chat_format", None) else ()
+def record_options(args, tok=None) -> RecordOptions:
+    """The RecordOptions of a `batch` command line run with the tokenizer
+    `tok`: every record is rendered in --chat-format, else in `tok`'s format
+    (its vocabulary's own, or its model folder's)."""
+    fmt = getattr(args, "chat_format", None) or (tok.chat_format if tok is not None else None)
+    render = (("chat_format", fmt),) if fmt else ()
     return RecordOptions(render, bool(getattr(args, "keep_columns", False)))

@@ -148,14 +148,17 @@ def tokenizer_of(args=None, chat_format: str | None = None):
     request did."""
     fmt = chat_format or getattr(args, "chat_format", None)
     path, name = getattr(args, "tokenizer", None), getattr(args, "vocab", None)
-    if path:
+    tok = getattr(args, "_tokenizer", None)  # --tokenizer / --vocab, loaded once per command
+    if tok is not None:
+        pass
+    elif path:
         try:
-            tok = Tokenizer.from_file(path)
+            tok = args._tokenizer = Tokenizer.from_file(path)
         except (OSError, Qwen4ExpError) as exc:
             raise UsageError(f"--tokenizer {path}: {exc}") from None
     elif name is not None:
         try:
-            tok = Tokenizer(name)
+            tok = args._tokenizer = Tokenizer(name)
         except Qwen4ExpError as exc:
             raise UsageError(f"--vocab: {exc}") from None
     else:

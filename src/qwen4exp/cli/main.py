@@ -102,6 +102,8 @@ def _load_request(path: str, args=None):
         messages, options = request_from_json(obj, where, getattr(args, "chat_format", None))
     except RecordError as exc:
         raise InputError(str(exc)) from None
+    if "chat_format" not in options and (getattr(args, "vocab", None) or getattr(args, "tokenizer", None)):
+        options["chat_format"] = tokenizer_of(args).chat_format  # no format named: the vocabulary's own
     extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
     if extra:
         print(f"qwen4exp: warning: {where}: ignoring unknown keys {', '.join(extra)}", file=sys.stderr)

@@ -36,7 +36,7 @@ class RayEngine:
 
     def __init__(self, tok, args) -> None:
         self.input = args.input
-        self.options, self.masks = record_options(args), args.masks
+        self.options, self.masks = record_options(args, tok), args.masks
         self.started = _connect(args.address)
         self.pool = None
         node_cpus = max([n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]] or [1])
