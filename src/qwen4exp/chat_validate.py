@@ -152,7 +152,7 @@ def _stripped(data: bytes) -> bytes:
 
 
 def _content(value: Any, i: int, optional: bool, trim: bool,
-             media: Numbering, system: bool = False) -> bytes | tuple:
+             media: Numbering | None, system: bool = False) -> bytes | tuple:
     if isinstance(value, str):
         try:
             return utf8_cached(str.strip(value) if trim else value)
@@ -164,6 +164,7 @@ def _content(value: Any, i: int, optional: bool, trim: bool,
             return b""
         raise ChatFormatError(f"{where}: content is required (a string or a list of text parts)")
     if isinstance(value, (list, tuple)):
+        assert media is not None  # validate_request makes one before the first content list
         texts: list[bytes] = []
         pieces: list[Any] | None = None  # (text, MediaItem, text, ...) once a media part is met
         for j, part in enumerate(value):
@@ -411,7 +412,8 @@ def validate_request(
     add_generation_prompt = _flag(add_generation_prompt, "add_generation_prompt")
     enable_thinking, preserve_thinking, reasoning_effort = _options(
         rules, enable_thinking, preserve_thinking, reasoning_effort)
-    media = Numbering(rules.name, rules.media, _vision_id(rules, add_vision_id))
+    vision_id = _vision_id(rules, add_vision_id)
+    media = None  # made at the first content list: most requests have none
     if not isinstance(messages, list):
         raise ChatFormatError(f"messages: must be a list of messages, not {type(messages).__name__}")
     if not messages:
@@ -438,7 +440,10 @@ def validate_request(
         if role == SYSTEM and i != 0:
             what = "a second system message" if system is not None else "a system message"
             raise ChatFormatError(f"messages[{i}].role: {what} is only allowed as the first message")
-        content = _content(msg.get("content"), i, role == ASSISTANT, trim, media, role == SYSTEM)
+        content = msg.get("content")
+        if media is None and isinstance(content, (list, tuple)):
+            media = Numbering(rules.name, rules.media, vision_id)
+        content = _content(content, i, role == ASSISTANT, trim, media, role == SYSTEM)
         if role == ASSISTANT:
             reasoning: Any = msg.get("reasoning_content")  # a str, checked here
             if reasoning is not None:
@@ -465,4 +470,4 @@ def validate_request(
             f"messages: the {rules.name} format needs a user query (no message has role 'user')"
         )
     return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking,
-                   preserve_thinking, reasoning_effort, tuple(media.items))
+                   preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else ())
