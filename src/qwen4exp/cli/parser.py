@@ -192,7 +192,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         "(ordinary BPE ids) while the template's markers became atom ids.",
     )
     sp.add_argument("--full", action="store_true", help="do not shorten long segments and id lists")
-    add_chat_format_argument(sp, default_format().name)
+    add_chat_format_argument(sp, f"the vocabulary's format ({default_format().name} without --vocab)")
     tokenizer_opt(sp)
 
     sp = add(
@@ -255,7 +255,8 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     sp.add_argument("--prompt", metavar="FILE|-", help="the chat request the ids answer (JSON)")
     sp.add_argument("--tools", metavar="FILE|-",
                     help="a JSON list of tool schemas that type the arguments (default: the prompt's)")
-    add_chat_format_argument(sp, "the --prompt's format, else qwen3")
+    add_chat_format_argument(sp, "the --prompt's format, else the vocabulary's format "
+                                 f"({default_format().name} without --vocab)")
     sp.add_argument("--in-reasoning", action="store_true",
                     help=f"the prompt already opened {Marker.THINK}: the ids start inside reasoning")
     sp.add_argument("--calls-in-reasoning", choices=("text", "call"), default="text",
@@ -343,8 +344,8 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
                          "token as encode_chat(..., return_masks=True): what to train on")
     sp.add_argument("--keep-columns", action="store_true",
                     help="carry every other field of the input records (JSONL keys, Parquet columns) into OUT")
-    add_chat_format_argument(sp, f'{default_format().name}; every record is rendered in it, and one whose '
-                                 '"chat_format" names another fails')
+    add_chat_format_argument(sp, f"the vocabulary's format ({default_format().name} without --vocab); every "
+                                 'record is rendered in it, and one whose "chat_format" names another fails')
     tokenizer_opt(sp)
 
     sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",
