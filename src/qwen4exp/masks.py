@@ -8,6 +8,9 @@ its offset in `chat.data`, which is exact wherever the DATA segment holding it
 was already NFC; inside a segment that NFC changed it is the offset within
 the normalized segment, clamped to the segment. Span boundaries and the
 assistant header (ASCII, at a segment's start) are unaffected either way.
+With `expand_media`, the masks are those of the unexpanded ids, each pad's
+repeated with it (qwen4exp.media.apply): a pad is TRUSTED_CONTROL, in its
+message's span, and in an assistant turn when its part is.
 """
 
 from __future__ import annotations
