@@ -22,7 +22,7 @@ from .chat_validate import validate_request
 from .formats import chat_format as _chat_format
 from .formats import chat_formats, default_format
 from .media import locate as _locate_media
-from .segments import RenderedChat
+from .segments import ChatRecord, RenderedChat
 from .shapes import MessageLike, ToolLike
 
 __all__ = ["render_chat", "render_chat_into", "chat_formats"]
@@ -39,7 +39,7 @@ def _render(req, fmt) -> tuple[list[bytes], list[int], bool]:
 
 def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any,
            chat_format: Any, preserve_thinking: Any, reasoning_effort: Any, add_vision_id: Any = None):
-    """RenderedChat._commit's arguments for a request (validated, rendered)."""
+    """The ChatRecord of a request (validated, rendered)."""
     fmt = default_format() if chat_format is None else _chat_format(chat_format)
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking,
                            preserve_thinking, reasoning_effort, fmt.rules, add_vision_id)
@@ -51,11 +51,11 @@ def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinkin
         spans = [max(k - 1, 0) for k in spans]
     bounds = tuple(accumulate(map(len, parts), initial=0))
     roles = tuple(map(_role, req.messages))
+    media = _locate_media(parts, first_control, req.media) if req.media else ()
     # the request's facts a completion parser needs, kept as rendered: the
     # tools as their validated JSON text (a snapshot the caller cannot mutate)
-    facts = (req.tools, req.add_generation_prompt, opens_reasoning)
-    media = _locate_media(parts, first_control, req.media) if req.media else ()
-    return b"".join(parts), bounds, first_control, None, (spans, roles), fmt.rules.name, facts, media
+    return ChatRecord(b"".join(parts), bounds, first_control, None, spans, roles, fmt.name,
+                      req.tools, req.add_generation_prompt, opens_reasoning, media)
 
 
 def render_chat(
@@ -80,7 +80,7 @@ def render_chat(
     TextEncodingError for lone surrogates, naming the message index and field.
     """
     chat = RenderedChat()
-    chat._commit(*_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
+    chat._commit(_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
                          preserve_thinking, reasoning_effort, add_vision_id))
     return chat
 
@@ -101,5 +101,5 @@ def render_chat_into(
     has been validated and rendered; on any error `out` is left exactly as it was."""
     if not isinstance(out, RenderedChat):
         raise TypeError(f"out must be a RenderedChat, not {type(out).__name__}")
-    out._commit(*_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
+    out._commit(_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
                         preserve_thinking, reasoning_effort, add_vision_id))

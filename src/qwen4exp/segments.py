@@ -62,6 +62,22 @@ def utf8(text: str, where: str) -> bytes:
         raise surrogate_error(text, where, exc.start) from None
 
 
+class ChatRecord(NamedTuple):
+    """Everything a RenderedChat holds, committed whole (RenderedChat._commit)."""
+
+    data: bytes
+    bounds: tuple[int, ...]  # segment boundaries: 0 first, len(data) last
+    first_control: bool  # the kind of the first segment (kinds alternate)
+    text: str | None = None  # data decoded, when already known
+    spans: Any = ()  # message spans: flat (start, end, start, end, ...) indices into bounds
+    roles: tuple[int, ...] = ()  # each message's role code (chat_validate)
+    chat_format: str | None = None  # None: a caller-built stream
+    tools: tuple[bytes, ...] = ()  # the request's tools as their validated JSON texts
+    add_generation_prompt: bool = False
+    opens_reasoning: bool = False  # the generation prompt left a THINK block open
+    media: tuple = ()  # the media parts' places (media.MediaPart)
+
+
 class RenderedChat:
     """A rendered transcript: `.data` (bytes), `.text` (str), `.segments`.
 
@@ -89,7 +105,7 @@ class RenderedChat:
     _marks: tuple[Any, Any]  # (span indices into bounds, role codes)
 
     def __init__(self) -> None:
-        self._commit(b"", (0,), False, "")
+        self._commit(ChatRecord(b"", (0,), False, ""))
 
     @property
     def data(self) -> bytes:
@@ -170,22 +186,14 @@ class RenderedChat:
         here, and neither does anything the rendered text spells."""
         return [json.loads(tool) for tool in self._tools] if self._tools else None
 
-    def _commit(self, data: bytes, bounds, first_control: bool, text: str | None = None,
-                marks=((), ()), chat_format: str | None = None, facts=((), False, False),
-                media: tuple = ()) -> None:
-        """Replace the contents: `bounds` are the segment boundaries (0 first,
-        len(data) last), `first_control` the kind of the first segment,
-        `marks` the message spans as (flat start, end indices into `bounds`;
-        role codes), `chat_format` the format's name, `facts` the request's
-        (tools as a tuple of JSON texts, add_generation_prompt, whether the
-        generation prompt opened a THINK block), `media` the MediaParts. Plain attribute stores only:
+    def _commit(self, record: "ChatRecord") -> None:
+        """Replace the contents with `record`'s. Plain attribute stores only:
         nothing here can fail half-way."""
-        tools, generation_prompt, opens_reasoning = facts
-        self._data, self._bounds, self._first_control, self._text = data, bounds, first_control, text
-        self._marks, self._format = marks, chat_format
-        self._tools, self._generation_prompt = tools, generation_prompt
-        self._opens_reasoning = opens_reasoning
-        self._media = media
+        self._data, self._bounds, self._first_control, self._text = record[:4]
+        self._marks, self._format = (record.spans, record.roles), record.chat_format
+        self._tools, self._generation_prompt = record.tools, record.add_generation_prompt
+        self._opens_reasoning = record.opens_reasoning
+        self._media = record.media
         self._segments = self._spans = None
 
     def __len__(self) -> int:
@@ -244,9 +252,9 @@ class SegmentBuilder:
     def build(self) -> RenderedChat:
         runs = [chunks[0] if len(chunks) == 1 else b"".join(chunks) for chunks in self._parts]
         chat = RenderedChat()
-        chat._commit(
+        chat._commit(ChatRecord(
             b"".join(runs),
             tuple(accumulate(map(len, runs), initial=0)),
             bool(self._kinds) and self._kinds[0] is Kind.TRUSTED_CONTROL,
-        )
+        ))
         return chat
