@@ -98,3 +98,23 @@ def test_token_arrays_share_offsets():
     assert [a.type for a in arrays] == [f.type for f in batch_schema.token_fields(pa, True)]
     assert [a.to_pylist() for a in arrays] == [[[0, 1], [], [2, 3, 4]], [2, 0, 3],
                                               [[False, True], [], [False, False, True]], [[0, 0], [], [-1, 1, 1]]]
+
+
+def test_one_place_picks_the_sink():
+    """OUT's format: sinks.SINKS gives --format its choices, and each sink's
+    extensions (any case) pick it; a name with none is a usage error naming
+    --format."""
+    from qwen4exp.cli.common import UsageError
+    from qwen4exp.cli.main import COMMANDS
+    from qwen4exp.cli.parser import build_parser
+    from qwen4exp.cli.sinks import SINKS, sink_for
+
+    batch = next(a for a in build_parser(COMMANDS)._actions if a.dest == "command").choices["batch"]
+    assert next(a for a in batch._actions if a.dest == "format").choices == tuple(SINKS)
+    for name, cls in SINKS.items():
+        assert cls.name == name and cls.extensions
+        for ext in cls.extensions:
+            assert sink_for(f"dir/out{ext}") is cls and sink_for(f"OUT{ext.upper()}") is cls
+        assert sink_for("out.weird", name) is cls
+    with pytest.raises(UsageError, match="--format"):
+        sink_for("out.weird")
