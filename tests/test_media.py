@@ -563,3 +563,25 @@ def test_caller_built_pads_cannot_be_counted(tok36):
         tok36.encode_chat(stream, expand_media=True)
     plain = SegmentBuilder().control("<|im_start|>").text("user\nhi").build()
     assert len(tok36.encode_chat(plain, expand_media=True)) == len(tok36.encode_chat(plain))
+
+
+def test_a_model_folder_gives_its_processor(tmp_path, tok36):
+    """from_pretrained keeps the folder's preprocessor_config.json: expand_media=True
+    counts with its parameters (a dict still overrides them)."""
+    import json
+
+    import _model_folders
+    import qwen4exp
+
+    folder = _model_folders.model_folder(str(tmp_path / "m"), "qwen3.6")
+    chat = _image_chat(width=1000, height=700)
+    assert qwen4exp.Tokenizer.from_pretrained(folder).count_chat(chat, expand_media=True) == \
+        tok36.count_chat(chat, expand_media=True)  # no preprocessor_config.json: the defaults
+    config = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2}
+    (tmp_path / "m" / "preprocessor_config.json").write_text(json.dumps(config), encoding="utf-8")
+    tok = qwen4exp.Tokenizer.from_pretrained(folder)
+    want = tok36.count_chat(chat, expand_media=config)
+    assert want != tok36.count_chat(chat, expand_media=True)
+    assert tok.count_chat(chat, expand_media=True) == want
+    assert tok.count_chat(chat, expand_media={"patch_size": 16}) == tok36.count_chat(
+        chat, expand_media={**config, "patch_size": 16})
