@@ -56,8 +56,9 @@ MEDIA_TYPES = {"image": IMAGE, "image_url": IMAGE, "video": VIDEO}
 # whatever its type: a part whose keys say otherwise than its type is refused.
 _KEYS_OF = {IMAGE: ("image", "image_url"), VIDEO: ("video",)}
 
-#: Largest width or height accepted (2**20 pixels a side): beyond any camera or scan.
-MAX_SIDE = 1 << 20
+#: Largest width or height accepted (2**24 pixels a side, past the largest
+#: stitched panoramas): a size beyond it is a mistake, not an image.
+MAX_SIDE = 1 << 24
 #: Largest grid side (t, h or w) accepted, in patches.
 MAX_GRID_SIDE = 1 << 16
 #: Most pad ids one part may expand to: 64 times what the default processor
@@ -270,12 +271,14 @@ class MediaProcessor(NamedTuple):
 DEFAULT_PROCESSOR = MediaProcessor()
 
 
-def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+def smart_resize(height: int, width: int, factor: int = 32, min_pixels: int = 65536,
+                 max_pixels: int = 16777216) -> tuple[int, int]:
     """(height, width) an image is resized to: multiples of `factor` closest to
     the image's, scaled into min_pixels..max_pixels keeping the aspect ratio.
-    The same arithmetic as transformers' Qwen2-VL image processor (Python's
-    round, half to even; floats where it uses floats), so the same result;
-    ValueError for an aspect ratio over 200, as there."""
+    The same arithmetic and arguments as transformers' Qwen2-VL image
+    processor's `smart_resize` (Python's round, half to even; floats where it
+    uses floats), so the same result; ValueError for an aspect ratio over
+    200, as there. The defaults are DEFAULT_PROCESSOR's (factor 16 * 2)."""
     if max(height, width) / min(height, width) > 200:
         raise ValueError(
             f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}")
