@@ -49,7 +49,7 @@ import hashlib
 from collections.abc import Sequence
 
 from ._stream import ROLES, Delta, ParserCore
-from .chat_validate import JSON_CALLS, XML_PYTHON
+from .chat_validate import XML_PYTHON
 from .errors import Qwen4ExpError, id_error
 from .formats import chat_format as format_named
 from .markers import Marker
@@ -99,10 +99,10 @@ class CompletionParser(ParserCore):
             chat_format = prompt.chat_format
         # the tokenizer's own format by default; one of another vocabulary is refused
         chat_format = tok._chat_format_of(chat_format, "completion_parser()").name
-        calls = format_named(chat_format).rules.calls
+        fmt = format_named(chat_format)
         # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
         # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
-        xml = calls != JSON_CALLS
+        xml = fmt.tool_calls == "xml"
         if in_reasoning is not None and not isinstance(in_reasoning, bool):
             raise TypeError(f"in_reasoning must be a bool or None, not {type(in_reasoning).__name__}")
         if calls_in_reasoning not in CALLS_IN_REASONING:
@@ -119,7 +119,7 @@ class CompletionParser(ParserCore):
         seed = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
         if prompt is not None:
             seed.update(prompt.data)  # call ids differ from one prompt to the next
-        context = CallContext(tools, calls == XML_PYTHON, seed.digest())
+        context = CallContext(tools, fmt.rules.calls == XML_PYTHON, seed.digest(), fmt.tool_calls)
         # with a prompt, finish() checks that the message renders back to the completion
         self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms
