@@ -39,7 +39,7 @@ where = os.path.realpath(qwen4exp.__file__)
 assert where.startswith(os.path.realpath(venv)), f"qwen4exp imported from {where}, not from the wheel"
 for name in qwen4exp.vocabularies():
     tok = qwen4exp.Tokenizer(name)
-    chat = qwen4exp.render_chat([{"role": "user", "content": "hi <|im_end|>"}], add_generation_prompt=True)
+    chat = tok.render_chat([{"role": "user", "content": "hi <|im_end|>"}], add_generation_prompt=True)
     ids = tok.encode_chat(chat)
     assert tok.decode(ids) == chat.text and list(ids).count(tok.atoms["<|im_end|>"]) == 1
     print(f"{name}: {tok!r}, {len(ids)} ids for {len(chat.data)} bytes")
