@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from ._encoder import common_prefix
 from .masks import EncodedChat, chat_masks
 from .errors import fault_error
 from .segments import RenderedChat
+
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer
 
 __all__ = ["ChatEncoder"]
 
@@ -40,7 +43,7 @@ class ChatEncoder:
 
     __slots__ = ("_tok", "_lock", "_prev", "_reused")
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer) -> None:
         self._tok = tokenizer
         self._lock = threading.Lock()
         # (data, bounds, first_control, ids, tok_ends) of the last good call
@@ -127,7 +130,7 @@ class ChatEncoder:
             raise fault_error(fault, data, bounds, bounds[1:])
         if first == 0:
             return tail, tail_ends
-        assert self._prev is not None and tail_ends is not None  # first > 0: a previous call
+        assert self._prev is not None and tail is not None and tail_ends is not None  # first > 0, no fault
         _, _, _, pids, pends = self._prev
         kept = int(pends[first - 1])
         ids = np.concatenate((pids[:kept], tail))

@@ -367,7 +367,7 @@ class Tokenizer:
                     raise surrogate_error(t, f"encode_batch(): texts[{i}]") from None
             raise
 
-    def encode_arrow(self, strings, *, num_threads: int | None = None):
+    def encode_arrow(self, strings: Any, *, num_threads: int | None = None) -> Any:  # pyarrow in and out
         """encode() of each row of a pyarrow string or large_string Array (a
         ListArray of int32 ids back) or ChunkedArray (a ChunkedArray back,
         chunk for chunk), or of a list of str (None: a null row); nulls stay
@@ -456,7 +456,7 @@ class Tokenizer:
         result = chat_masks(chat, ids, tok_ends, self._token_lengths()) if return_masks else ids
         return _media.expand(self, chat, result, proc, "encode_chat()")
 
-    def count_chat(self, chat: RenderedChat, *, expand_media=False) -> int:
+    def count_chat(self, chat: RenderedChat, *, expand_media: Any = False) -> int:
         """len(encode_chat(chat, expand_media=expand_media))."""
         proc = _media.processor_of(self, expand_media, "count_chat()")
         ids = self._chat_ids(chat, "count_chat()", False)[0]
