@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -22,9 +22,6 @@ from ._encoder import common_prefix
 from .masks import EncodedChat, chat_masks
 from .errors import fault_error
 from .segments import RenderedChat
-
-if TYPE_CHECKING:
-    from .tokenizer import Tokenizer
 
 __all__ = ["ChatEncoder"]
 
@@ -43,7 +40,7 @@ class ChatEncoder:
 
     __slots__ = ("_tok", "_lock", "_prev", "_reused")
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Any) -> None:  # a Tokenizer (no import: tokenizer imports this)
         self._tok = tokenizer
         self._lock = threading.Lock()
         # (data, bounds, first_control, ids, tok_ends) of the last good call

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ._stream import ROLES, Delta, ParserCore
 from .chat_validate import XML_PYTHON
@@ -57,9 +57,6 @@ from .markers import Marker
 from .segments import Kind, RenderedChat
 from .shapes import ParsedCompletion, ToolLike
 from .tool_calls import CallContext
-
-if TYPE_CHECKING:
-    from .tokenizer import Tokenizer
 
 __all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
 
@@ -94,7 +91,7 @@ class CompletionParser(ParserCore):
 
     __slots__ = ("_n_vocab", "_rerender")
 
-    def __init__(self, tok: Tokenizer, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
+    def __init__(self, tok: Any, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                  tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
         if prompt is not None and not isinstance(prompt, RenderedChat):
             raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
