@@ -96,8 +96,8 @@ class XmlBody(CallBody):
             fragment = json_string(text)[1:-1]
             self.args.append(fragment)
             return [Delta("tool_call", fragment, self.index)]
-        if state == _UNREADABLE:
-            return []
+        if state == _UNREADABLE or state == _BETWEEN and not self.buf and not text.strip(WS):
+            return []  # nothing more is read, or whitespace between tags (skipped)
         if state == _VALUE and not self.hold and len(self.buf) + len(text) <= _TAIL_MAX:
             tail = self.buf + text
             if ">" not in tail and "=" not in tail:
