@@ -243,9 +243,9 @@ def test_formats_without_media_refuse_media_naming_the_format(fmt, kind):
 def test_parts_whose_keys_contradict_their_type_are_refused(fmt):
     """The template reads keys before the type ('image' in item): a text part
     with an image key would be an image there. Such parts are ambiguous."""
-    for part, fragment in (({"type": "text", "text": "t", "image": "i"}, "'text' part with an 'image' key"),
-                           ({"type": "text", "text": "t", "video": "v"}, "'text' part with an 'video' key"),
-                           ({"type": "video", "image_url": {"url": "u"}}, "'video' part with an 'image'")):
+    for part, fragment in (({"type": "text", "text": "t", "image": "i"}, "'text' part with the key 'image'"),
+                           ({"type": "text", "text": "t", "video": "v"}, "'text' part with the key 'video'"),
+                           ({"type": "video", "image_url": {"url": "u"}}, "'video' part with the key 'image'")):
         with pytest.raises(ChatFormatError, match=fragment):
             render_chat([{"role": "user", "content": [part]}], chat_format=fmt)
 

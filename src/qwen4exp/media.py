@@ -137,7 +137,7 @@ class Numbering:
             for key in ("image", "image_url", "video"):
                 if key in part:
                     raise ChatFormatError(
-                        f"{_where(i, j)}: a 'text' part with an {key!r} key is ambiguous "
+                        f"{_where(i, j)}: a 'text' part with the key {key!r} is ambiguous "
                         f"(the {self.fmt} template would render it as media): give it one type")
 
     def part(self, part: Mapping, kind_name: str, i: int, j: int, system: bool) -> MediaItem:
@@ -161,7 +161,7 @@ class Numbering:
                 f"{where}: a system message cannot contain {kind}s (the {self.fmt} template refuses it)")
         if kind == VIDEO and any(key in part for key in _KEYS_OF[IMAGE]):
             raise ChatFormatError(
-                f"{where}: a 'video' part with an 'image' or 'image_url' key is ambiguous "
+                f"{where}: a 'video' part with the key 'image' or 'image_url' is ambiguous "
                 f"(the {self.fmt} template would render it as an image)")
         width, height, grid = _sizes(part, where)
         if kind == IMAGE:
