@@ -27,10 +27,10 @@ has. Its ids are checked against the template's first: it is timed only on
 the conversations where they agree (qwen4exp on the same ones), and the
 count of those that differ is shown. Then the same conversations with atom
 spellings in caller text (`<|im_end|>`, `<|im_start|>`, `<think>`,
-`</think>`, `<tool_call>`, `<tool_response>` in user turns, answers,
-reasoning and tool results): the atom ids each renders beyond qwen4exp's,
-whose atoms are only the ones its renderer writes (caller text is data), are
-the atom ids taken from caller text.
+`</think>`, `<tool_call>` in user turns, answers, reasoning and tool
+results): the atom ids these spellings add to each one's ids, less the ones
+they add to qwen4exp's (none: caller text is data), are the atom ids taken
+from caller text.
 """
 
 from __future__ import annotations
@@ -106,15 +106,13 @@ def with_atoms(messages: list) -> list:
     return out
 
 
-def renderers_rows(fmt, tok, peer, template, corpus, rounds) -> str | None:
+def renderers_rows(fmt, tok, peer, text, corpus, rounds) -> str | None:
     """The markdown row of renderers against qwen4exp for fmt (module doc)."""
     import qwen4exp
 
     render = renderers_render(fmt, peer)
     if render is None:
         return None
-    want = [list(peer.apply_chat_template(m, chat_template=template, tokenize=True, **o)) for m, o in corpus]
-    same = [c for c, w in zip(corpus, want) if list(render(*c)) == w]
     atoms = set(peer.added_tokens_decoder)
 
     def ours(corpus):
@@ -126,11 +124,17 @@ def renderers_rows(fmt, tok, peer, template, corpus, rounds) -> str | None:
     def count(ids_list):
         return sum(1 for ids in ids_list for i in list(ids) if int(i) in atoms)
 
+    def template(corpus):
+        return [peer.apply_chat_template(m, chat_template=text, tokenize=True, **o) for m, o in corpus]
+
+    same = [c for c, w in zip(corpus, template(corpus)) if list(render(*c)) == list(w)]
+    # atom ids that the atom spellings in caller text add, beyond the ones
+    # qwen4exp's (caller text is data) add: the renderers' own structure
+    # (an empty think block the template leaves out) counts on both sides
     injected = [(with_atoms(m), o) for m, o in corpus]
-    base = count(ours(injected))
-    taken = count(theirs(injected)) - base
-    taken_hf = count(peer.apply_chat_template(m, chat_template=template, tokenize=True, **o)
-                     for m, o in injected) - base
+    base = count(ours(injected)) - count(ours(corpus))
+    taken = count(theirs(injected)) - count(theirs(corpus)) - base
+    taken_hf = count(template(injected)) - count(template(corpus)) - base
     if not same:
         return f"| {fmt} | 0/{len(corpus)} | | | | {taken} | {taken_hf} |"
     t_ours, _ = best_of(ours, same, rounds)
