@@ -133,13 +133,10 @@ def _check_parity(request: dict, fmt: str, tok, hf) -> RenderedChat:
     return chat
 
 
-@pytest.mark.parametrize("fmt", MEDIA_FORMATS)
-def test_generated_conversations_match_the_template(fmt, tok36, hf_full36):
-    """Text, segments, spans and ids of conversations with media parts in
-    every place the template renders them, with and without add_vision_id."""
-    rng = random.Random(f"media-{fmt}")
+def _check_generated(fmt: str, count: int, seed: str, tok36, hf_full36) -> None:
+    rng = random.Random(seed)
     seen = set()
-    for _ in range(60):
+    for _ in range(count):
         request = conversation(rng, fmt)
         chat = _check_parity(request, fmt, tok36, hf_full36)
         for part in chat.media:
@@ -147,6 +144,19 @@ def test_generated_conversations_match_the_template(fmt, tok36, hf_full36):
             assert chat.data[part.start:part.end] == (IMAGE_PLACEHOLDER if part.kind == "image"
                                                      else VIDEO_PLACEHOLDER)
     assert {(r, k) for r in ("user", "assistant", "tool") for k in ("image", "video")} <= seen
+
+
+@pytest.mark.parametrize("fmt", MEDIA_FORMATS)
+def test_generated_conversations_match_the_template(fmt, tok36, hf_full36):
+    """Text, segments, spans and ids of conversations with media parts in
+    every place the template renders them, with and without add_vision_id."""
+    _check_generated(fmt, 60, f"media-{fmt}", tok36, hf_full36)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", MEDIA_FORMATS)
+def test_generated_conversations_match_the_template_sweep(fmt, tok36, hf_full36):
+    _check_generated(fmt, 1000, f"media-sweep-{fmt}", tok36, hf_full36)
 
 
 @pytest.mark.parametrize("fmt", MEDIA_FORMATS)
