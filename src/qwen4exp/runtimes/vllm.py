@@ -203,10 +203,14 @@ class Qwen4ExpTokenizer:
 
     @property
     def max_chars_per_token(self) -> int:
+        # vLLM cuts over-long text prompts at max_tokens * this before encoding:
+        # a byte-level spelling has one character per byte, at least as many
+        # as the token decodes to, so its longest is a safe bound.
         if self._max_chars is None:
-            tok = self.qwen4exp_tokenizer
-            self._max_chars = max(len(tok.decode([i])) for i in range(tok.vocab_size)
-                                  if tok.id_to_token(i) is not None)
+            if self._vocab is None:
+                self.get_vocab()
+            assert self._vocab is not None  # get_vocab() built it
+            self._max_chars = max(map(len, self._vocab))
         return self._max_chars
 
     @property

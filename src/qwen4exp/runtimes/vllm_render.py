@@ -19,13 +19,11 @@ from vllm.exceptions import VLLMValidationError
 from vllm.renderers.base import BaseRenderer
 
 from qwen4exp.errors import Qwen4ExpError
+from qwen4exp.formats import OPTION_NAMES
 from qwen4exp.formats import chat_format as format_named
 
 __all__ = ["Qwen4ExpRenderer", "render_request", "render_arguments"]
 
-# chat_template_kwargs that are render options of some format (passed on; a
-# format that lacks one refuses it, naming it).
-_RENDER_OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort")
 
 
 def _refuse(message: str, parameter: str) -> VLLMValidationError:
@@ -108,7 +106,9 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
     if tools is not None:
         options["tools"] = tools
     fmt_options = format_named(tok.qwen4exp_tokenizer.chat_format).options
-    for key in _RENDER_OPTIONS:
+    # The render options of any format (enable_thinking, ...) are passed on:
+    # a format that lacks one refuses it, naming it.
+    for key in OPTION_NAMES:
         value = kwargs.get(key)
         if value is None:
             continue
