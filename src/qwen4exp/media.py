@@ -52,9 +52,9 @@ _LABEL = {IMAGE: "Picture", VIDEO: "Video"}
 
 #: The part types that are media, and what each is.
 MEDIA_TYPES = {"image": IMAGE, "image_url": IMAGE, "video": VIDEO}
-# The keys by which the templates recognise a part (`'image' in item`, ...),
-# whatever its type: a part whose keys say otherwise than its type is refused.
-_KEYS_OF = {IMAGE: ("image", "image_url"), VIDEO: ("video",)}
+# The keys by which the templates recognise an image (`'image' in item`),
+# whatever the part's type: a video or text part with one is refused.
+_IMAGE_KEYS = ("image", "image_url")
 
 #: Largest width or height accepted (2**24 pixels a side, past the largest
 #: stitched panoramas): a size beyond it is a mistake, not an image.
@@ -134,7 +134,7 @@ class Numbering:
         """A text part carrying a media key is an image or video to the template
         (it reads keys first): ambiguous, refused where media render."""
         if self.allowed:
-            for key in ("image", "image_url", "video"):
+            for key in (*_IMAGE_KEYS, "video"):
                 if key in part:
                     raise ChatFormatError(
                         f"{_where(i, j)}: a 'text' part with the key {key!r} is ambiguous "
@@ -159,7 +159,7 @@ class Numbering:
         if system:
             raise ChatFormatError(
                 f"{where}: a system message cannot contain {kind}s (the {self.fmt} template refuses it)")
-        if kind == VIDEO and any(key in part for key in _KEYS_OF[IMAGE]):
+        if kind == VIDEO and any(key in part for key in _IMAGE_KEYS):
             raise ChatFormatError(
                 f"{where}: a 'video' part with the key 'image' or 'image_url' is ambiguous "
                 f"(the {self.fmt} template would render it as an image)")
