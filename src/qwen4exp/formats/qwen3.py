@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
 from ._descriptor import ChatFormat, fingerprints
+from ._turns import close_tool_response, write_calls
 from ._control import (
-    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
-    TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
+    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_RESPONSE, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END,
     NO_THINKING_PROMPT,
 )
 
@@ -107,11 +107,7 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
                 body = b"assistant\n" + content
             if calls:
                 add(body + b"\n" if content else body)
-                for k, (name, arguments) in enumerate(calls):
-                    if k:
-                        extend((TOOL_CALL_END, b"\n"))
-                    extend((TOOL_CALL, b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))))
-                extend((TOOL_CALL_END_IM_END, b"\n"))
+                write_calls(parts, calls, _json_call)
             else:
                 extend((body, IM_END, b"\n"))
         elif role == TOOL:
@@ -121,10 +117,7 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
             else:
                 add(b"\n")  # after the previous block's TOOL_RESPONSE_END
             extend((TOOL_RESPONSE, b"\n" + content + b"\n"))
-            if i == n - 1 or msgs[i + 1].role != TOOL:
-                extend((TOOL_RESPONSE_END_IM_END, b"\n"))
-            else:
-                add(TOOL_RESPONSE_END)
+            close_tool_response(parts, msgs, i)
         else:  # SYSTEM: only ever messages[0], rendered above
             continue
         mark(len(parts))
@@ -134,6 +127,10 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
         if thinking and not req.enable_thinking:
             extend(NO_THINKING_PROMPT)
     return parts, spans, False
+
+
+def _json_call(name: bytes, arguments: bytes) -> bytes:
+    return b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))
 
 
 def render_qwen3(req: Request) -> tuple[list[bytes], list[int], bool]:

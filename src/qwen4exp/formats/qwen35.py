@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
 from ._descriptor import ChatFormat, fingerprints
+from ._turns import close_tool_response, write_calls
 from ._control import (
-    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE,
-    TOOL_RESPONSE_END, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END_IM_END,
+    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_CALL_PAIR,
     NO_THINKING_PROMPT,
 )
 
@@ -100,6 +100,10 @@ def _with_media(parts: list[bytes], head: bytes, pieces: tuple, tail: bytes) -> 
     return pending
 
 
+def _xml_call(name: bytes, params: bytes) -> bytes:
+    return b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))
+
+
 def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     """Parts, message spans and whether the generation prompt left a THINK
     block open (as formats/qwen3.py's) of a request in the qwen3.5 / 3.6 / 3.8
@@ -110,13 +114,11 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     template opens the shared user turn only after another message): its
     newline then joins the preceding DATA part, or the stream starts with an
     empty CONTROL part that the caller drops."""
-    parts: list[bytes] = []
-    add, extend = parts.append, parts.extend
-    spans: list[int] = []
-    mark = spans.append
-    msgs = req.messages
+    msgs, system = req.messages, req.system
     n = len(msgs)
-    system = req.system
+    parts: list[bytes] = []
+    spans: list[int] = []
+    add, extend, mark = parts.append, parts.extend, spans.append
     effort = req.reasoning_effort  # None: not qwen3.8
     note = _EFFORT_TEXT[effort] if effort is not None and req.enable_thinking else b""
 
@@ -165,11 +167,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
             else:  # media parts (never empty; the calls' "\n\n" ends the last text)
                 pending = _with_media(parts, head, content, b"\n\n" if calls else b"")
             if calls:
-                for k, (name, params) in enumerate(calls):
-                    if k:
-                        extend((TOOL_CALL_END, b"\n"))
-                    extend((TOOL_CALL, b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))))
-                extend((TOOL_CALL_END_IM_END, b"\n"))
+                write_calls(parts, calls, _xml_call)
             else:
                 extend((pending + IM_END, b"\n"))
         elif role == TOOL:
@@ -191,10 +189,7 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
             else:  # media parts
                 add(TOOL_RESPONSE)
                 _with_media(parts, b"\n", content, b"\n")
-            if i == n - 1 or msgs[i + 1].role != TOOL:
-                extend((TOOL_RESPONSE_END_IM_END, b"\n"))
-            else:
-                add(TOOL_RESPONSE_END)
+            close_tool_response(parts, msgs, i)
         else:  # SYSTEM: only ever messages[0], rendered above
             continue
         mark(len(parts))
