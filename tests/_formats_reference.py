@@ -1,6 +1,9 @@
 """Independent checks for the chat formats (tests/test_chat_formats.py, bench/).
 
-Nothing here imports the renderer. The reference for a format is its
+Nothing here renders with qwen4exp; its tables (the formats, their
+vocabularies, options and official template files) come from the format
+descriptors, so a new format enters them by its descriptor and its template
+file. The reference for a format is its
 official chat template (tests/data/chat_templates/, see the README there)
 rendered by transformers' `apply_chat_template(..., chat_template=TEXT)`, on
 a request normalised to what the template can render:
@@ -44,32 +47,37 @@ from _chat_reference import (  # noqa: F401  (some used by callers as ref.X)
     tools_strings,
 )
 
+from qwen4exp import formats as _formats  # noqa: E402  (descriptors only: nothing here renders)
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 
+# The test tables come from the format descriptors (qwen4exp.formats): a format
+# added there enters every table here, and its official template is found under
+# TEMPLATES by the fingerprint its descriptor claims (a wrong claim finds no file).
+_BUILT_IN = tuple(_formats.chat_format(name) for name in _formats.chat_formats())
+
+
+def _template_file(fmt, training: bool) -> str:
+    """The file of the format's official template (or its training variant): the
+    one whose fingerprint the descriptor lists with no implied options."""
+    for path in sorted(TEMPLATES.glob("*.jinja")):
+        if path.stem.endswith("_training") == training and \
+                fmt.templates.get(_formats.template_digest(path.read_text(encoding="utf-8"))) == {}:
+            return path.name
+    raise AssertionError(f"no {'training ' if training else ''}template of {fmt.name} under {TEMPLATES}")
+
+
 #: Each format's official template, and its training variant ({% generation %} blocks).
-TEMPLATE_FILES = {
-    "qwen3": "qwen3.jinja",
-    "qwen3-2507": "qwen3_instruct_2507.jinja",
-    "qwen3.5": "qwen3_5_think.jinja",
-    "qwen3.6": "qwen3_6.jinja",
-    "qwen3.8": "qwen3_8.jinja",
-}
-TRAINING_FILES = {name: file.replace(".jinja", "_training.jinja") for name, file in TEMPLATE_FILES.items()}
+TEMPLATE_FILES = {fmt.name: _template_file(fmt, False) for fmt in _BUILT_IN}
+TRAINING_FILES = {fmt.name: _template_file(fmt, True) for fmt in _BUILT_IN}
 FORMATS = tuple(TEMPLATE_FILES)
-XML_FORMATS = ("qwen3.5", "qwen3.6", "qwen3.8")
+XML_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.tool_calls == "xml")
 #: The vocabulary each format's models use.
-VOCAB_OF = {"qwen3": "qwen3", "qwen3-2507": "qwen3", "qwen3.5": "qwen3.6", "qwen3.6": "qwen3.6",
-            "qwen3.8": "qwen3.6"}
-#: The options each format has (an absent one is a ChatFormatError in qwen4exp).
-FORMAT_OPTIONS = {
-    "qwen3": ("enable_thinking",),
-    "qwen3-2507": (),
-    "qwen3.5": ("enable_thinking",),
-    "qwen3.6": ("enable_thinking", "preserve_thinking"),
-    "qwen3.8": ("enable_thinking", "preserve_thinking", "reasoning_effort"),
-}
+VOCAB_OF = {fmt.name: fmt.vocabulary for fmt in _BUILT_IN}
 OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
+#: The thinking options each format has (an absent one is a ChatFormatError in qwen4exp).
+FORMAT_OPTIONS = {fmt.name: tuple(o for o in fmt.options if o != "add_vision_id") for fmt in _BUILT_IN}
 
 
 def _qwen36_atoms() -> tuple[str, ...]:
