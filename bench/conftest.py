@@ -90,8 +90,8 @@ def pytest_terminal_summary(terminalreporter):
                 if (corpus, name) not in tp:
                     continue
                 mbs, tps = tp[(corpus, name)]
-                ratio = f"{q[0] / mbs:.2f}" if q else "n/a"
                 ok = RESULTS["mismatch"].get((corpus, name)) is None
+                ratio = "ids differ" if not ok else (f"{q[0] / mbs:.2f}" if q else "n/a")
                 tr.write_line(f"{corpus:<14}{name:<10}{mbs:>9.2f}{tps:>14,.0f}{ratio:>12}"
                               f"{'yes' if ok else 'NO':>15}")
     lw = RESULTS["long_word"]
