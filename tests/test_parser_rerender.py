@@ -84,6 +84,15 @@ def test_a_message_without_reports_renders_back_to_the_completion(toks, case):
     check_promise(tok, fmt, options, ids_of(tok, parts))
 
 
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_completions())
+def test_a_message_without_reports_renders_back_many(toks, case):
+    fmt, options, parts = case
+    tok = toks[VOCAB_OF[fmt]]
+    check_promise(tok, fmt, options, ids_of(tok, parts))
+
+
 def test_newlines_before_a_call_after_a_thinking_off_prompt(toks):
     """The reported case: Qwen3, thinking off, newlines then a call with no
     content. One newline is the message's content and renders back; two do not

@@ -81,10 +81,21 @@ FRAGMENTS = [THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, "\n", "\n\n", " ", "  \
              "true", "None", "12 ", "é", "日本", "😀"]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_any_split(vocab, data):
+def _any_split(vocab, data):
     parts = data.draw(st.lists(st.sampled_from(FRAGMENTS), max_size=16))
     ids = ids_of(vocab, parts) + data.draw(st.sampled_from([[], ids_of(vocab, [IM_END])]))
     cuts = data.draw(st.lists(st.integers(0, max(0, len(ids))), max_size=8))
     check_splits(vocab, ids, [cuts, []] + (every_id(ids) if len(ids) < 400 else []))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_split(vocab, data):
+    _any_split(vocab, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_split_many(vocab, data):
+    _any_split(vocab, data)

@@ -204,7 +204,17 @@ def _spelled_as(value, types) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=_typed_turn())
 def test_render_parse_render_is_the_identity(toks, case):
-    fmt, schema, value = case
+    _check_round_trip(toks, *case)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_typed_turn())
+def test_render_parse_render_many(toks, case):
+    _check_round_trip(toks, *case)
+
+
+def _check_round_trip(toks, fmt, schema, value):
     tok, tools = toks[VOCAB_OF[fmt]], tools_with(schema)
     turn = {"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "f", "arguments": {"v": value}}}]}
