@@ -190,7 +190,7 @@ def rerender_difference(chat_format: str, tools, head: bytes, written: bytes, ms
     try:
         before = render_chat([query], tools=tools, chat_format=chat_format).data
         again = render_chat([query, turn], tools=tools, chat_format=chat_format).data[len(before):]
-    except Qwen4ExpError as exc:
+    except (Qwen4ExpError, TypeError, ValueError, RecursionError) as exc:  # a report, never a raise
         return f"the message cannot be rendered again ({exc})", ""
     expected = _TURN_START + head + written + b"\n"
     if again == expected:
