@@ -187,7 +187,7 @@ class ParquetSink(Sink):
         try:
             self._writer.write_table(table)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise InputError(f"--keep-columns: Parquet cannot store these columns ({exc}): write JSONL") from None
+            self._unstorable(exc)
 
     def _open_writer(self, kept, index=()) -> None:
         pa = self._pa
@@ -195,7 +195,13 @@ class ParquetSink(Sink):
         try:
             self._writer = self._pq.ParquetWriter(self.tmp, self.schema)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise InputError(f"--keep-columns: Parquet cannot store these columns ({exc}): write JSONL") from None
+            self._unstorable(exc)
+
+    def _unstorable(self, exc: Exception) -> None:
+        """Arrow refused to write: the carried columns' doing (InputError), or a bug (raised again)."""
+        if not self.extra.keep:
+            raise exc
+        raise InputError(f"--keep-columns: Parquet cannot store the carried columns ({exc}): write JSONL") from None
 
     def _close(self) -> None:
         if self._writer is None:  # no rows: the columns the first one would have had
