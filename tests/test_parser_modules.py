@@ -1,4 +1,4 @@
-"""The parser does not lean on the renderer (issue 33): the tool-call readers
+"""The parser does not lean on the renderer: the tool-call readers
 and schema typing import nothing of the renderer's validator, and the reader
 of a call body is the format's own form first (src/qwen4exp/tool_calls.py)."""
 
