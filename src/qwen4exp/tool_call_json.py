@@ -137,8 +137,15 @@ class JsonBody(CallBody):
         super().__init__(ctx, index, buf, _HEAD)
 
     def feed(self, text: str) -> list:
-        if self.state == _WHOLE:  # read whole at the end
+        state = self.state
+        if state == _WHOLE:  # read whole at the end
             return []
+        if state == _ARGS and not self.buf and text and "}" not in text and text[-1] not in WS:
+            # arguments text that cannot be the object's closing brace: streamed at once
+            self.scanned += len(text)
+            out: list = []
+            self.emit(text, out)
+            return out
         return super().feed(text)
 
     def _head(self, final: bool, out: list) -> bool:

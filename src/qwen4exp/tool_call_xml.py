@@ -96,8 +96,22 @@ class XmlBody(CallBody):
             fragment = json_string(text)[1:-1]
             self.args.append(fragment)
             return [Delta("tool_call", fragment, self.index)]
-        if state == _UNREADABLE or state == _BETWEEN and not self.buf and not text.strip(WS):
-            return []  # nothing more is read, or whitespace between tags (skipped)
+        if state == _UNREADABLE:
+            return []
+        if not self.buf and (state == _BETWEEN or state == _JUNK):
+            # between tags, the common texts decided at once (as _between and _junk do)
+            self.scanned += len(text)
+            if state == _JUNK:
+                if "\n" not in text:
+                    self.junk.append(text)
+                    return []
+            else:
+                rest = text.lstrip(WS)
+                if not rest:
+                    return []  # whitespace between tags: skipped
+                if PARAMETER.startswith(rest) or FUNCTION_END.startswith(rest):
+                    self.buf = rest  # the start of a tag
+                    return []
         if state == _VALUE and not self.hold and len(self.buf) + len(text) <= _TAIL_MAX:
             tail = self.buf + text
             if ">" not in tail and "=" not in tail:
