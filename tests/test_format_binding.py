@@ -141,6 +141,18 @@ def test_folder_with_its_own_vocabulary(tmp_path, folders, monkeypatch):
         tok.encode_chat(qwen4exp.render_chat(HOSTILE, chat_format="qwen3.6"))
 
 
+def test_cli_tokenizer_folder_picks_its_format(tmp_path, folders, capsys):
+    """--tokenizer FOLDER renders in the folder's format without --chat-format."""
+    request = tmp_path / "chat.json"
+    request.write_text(json.dumps({"messages": HOSTILE, "add_generation_prompt": True}), encoding="utf-8")
+    assert cli_main(["count", "--chat", str(request), "--tokenizer", folders["qwen3.6"]]) == 0
+    chat = qwen4exp.render_chat(HOSTILE, add_generation_prompt=True, chat_format="qwen3.6")
+    assert capsys.readouterr().out.strip() == str(qwen4exp.Tokenizer("qwen3.6").count_chat(chat))
+    assert cli_main(["count", "--chat", str(request), "--tokenizer", folders["qwen3.6"],
+                     "--chat-format", "qwen3"]) == 2
+    assert "qwen3 is a format of the qwen3 vocabulary" in capsys.readouterr().err
+
+
 def test_bundled_tokenizers_have_their_vocabulary_format():
     for name in qwen4exp.vocabularies():
         tok = qwen4exp.Tokenizer(name)

@@ -124,7 +124,8 @@ def add_tokenizer_arguments(sp, with_format: bool = True) -> None:
                f'"chat_format"), else {DEFAULT_VOCABULARY}' if with_format else DEFAULT_VOCABULARY)
     which.add_argument("--vocab", metavar="NAME", help=f"a bundled vocabulary: {names} (default: {default})")
     which.add_argument("--tokenizer", metavar="PATH",
-                       help="a Qwen-family tokenizer.json, or a directory holding one")
+                       help="a Qwen-family tokenizer.json, or a model folder (its chat template picks "
+                            "the chat format: Tokenizer.from_pretrained)")
 
 
 def add_chat_format_argument(sp, default: str | None = None) -> None:
@@ -137,6 +138,19 @@ def add_chat_format_argument(sp, default: str | None = None) -> None:
 
     sp.add_argument("--chat-format", metavar="F", choices=chat_formats(), default=None,
                     help=f"the chat format to render: {', '.join(chat_formats())} (default: {default})")
+
+
+def _load_path(path: str) -> Tokenizer:
+    """--tokenizer PATH: a model folder with a chat template is loaded bound to
+    its format (Tokenizer.from_pretrained); a tokenizer.json, or a folder with
+    no template, as the file alone (Tokenizer.from_file)."""
+    import os
+
+    from ..pretrained import read_chat_template
+
+    if os.path.isdir(path) and read_chat_template(path) is not None:
+        return Tokenizer.from_pretrained(path)
+    return Tokenizer.from_file(path)
 
 
 def tokenizer_of(args=None, chat_format: str | None = None):
@@ -153,7 +167,7 @@ def tokenizer_of(args=None, chat_format: str | None = None):
         pass
     elif path:
         try:
-            tok = args._tokenizer = Tokenizer.from_file(path)
+            tok = args._tokenizer = _load_path(path)
         except (OSError, Qwen4ExpError) as exc:
             raise UsageError(f"--tokenizer {path}: {exc}") from None
     elif name is not None:
