@@ -9,6 +9,7 @@ and mutated twins (tests/_chat_reference.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -367,7 +368,8 @@ def test_memory_error_in_validation_and_finish(monkeypatch):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert snapshot(out) == before
     with monkeypatch.context() as m:
-        m.setattr(chat_mod, "_render", boom)
+        failing = dataclasses.replace(chat_mod.default_format(), render=boom)  # the format's renderer fails
+        m.setattr(chat_mod, "default_format", lambda: failing)
         with pytest.raises(MemoryError):
             render_chat_into(BIG, out, tools=BIG_TOOLS)
     assert snapshot(out) == before

@@ -30,25 +30,13 @@ __all__ = ["render_chat", "render_chat_into", "chat_formats"]
 _role = attrgetter("role")
 
 
-def _render(req, fmt) -> tuple[list[bytes], list[int], bool]:
-    """The format's parts (alternating CONTROL, DATA, ..., the first CONTROL),
-    message span marks (part indices: start0, end0, start1, ...) and whether
-    the generation prompt left a THINK block open."""
-    return fmt.render(req)
-
-
 def _build(messages: Any, tools: Any, add_generation_prompt: Any, enable_thinking: Any,
            chat_format: Any, preserve_thinking: Any, reasoning_effort: Any, add_vision_id: Any = None):
     """The ChatRecord of a request (validated, rendered)."""
     fmt = default_format() if chat_format is None else _chat_format(chat_format)
     req = validate_request(messages, tools, add_generation_prompt, enable_thinking,
                            preserve_thinking, reasoning_effort, fmt.rules, add_vision_id)
-    parts, spans, opens_reasoning = _render(req, fmt)
-    first_control = True
-    if parts and not parts[0]:  # a stream that opens with DATA (formats/qwen35.py)
-        del parts[0]
-        first_control = False
-        spans = [max(k - 1, 0) for k in spans]
+    parts, spans, opens_reasoning, first_control = fmt.render(req)
     bounds = tuple(accumulate(map(len, parts), initial=0))
     roles = tuple(map(_role, req.messages))
     media = _locate_media(parts, first_control, req.media) if req.media else ()

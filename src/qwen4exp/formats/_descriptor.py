@@ -11,16 +11,31 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from ..chat_validate import JSON_CALLS, Request, Rules
 
-__all__ = ["ChatFormat", "template_digest", "fingerprints", "OPTION_NAMES"]
+__all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
 
 #: The render options a format may have, in the order the help lists them.
 OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
 
-Renderer = Callable[[Request], "tuple[list[bytes], list[int], bool]"]
+class RenderedParts(NamedTuple):
+    """What a format's renderer returns for a validated request."""
+
+    #: The stream's parts, alternating kinds: CONTROL, DATA, CONTROL, ... from the
+    #: first part's kind (`first_control`); a boundary between any two.
+    parts: list[bytes]
+    #: Per message (in request order, the system message included when there is
+    #: one), the part indices where its span starts and ends, flat.
+    spans: list[int]
+    #: Whether the generation prompt left a THINK block open.
+    opens_reasoning: bool
+    #: The kind of parts[0]: False when the stream opens with DATA.
+    first_control: bool = True
+
+
+Renderer = Callable[[Request], RenderedParts]
 
 
 def template_digest(template: str) -> str:

@@ -18,7 +18,7 @@ docs/FORMAT.md ("Where the formats depart from the templates"):
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
-from ._descriptor import ChatFormat, fingerprints
+from ._descriptor import ChatFormat, RenderedParts, fingerprints
 from ._turns import close_tool_response, write_calls
 from ._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_RESPONSE, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END,
@@ -54,7 +54,7 @@ _CALL_ARGS = b'", "arguments": '
 _CALL_CLOSE = b"}\n"
 
 
-def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]:
+def _render(req: Request, thinking: bool) -> RenderedParts:
     """The stream's parts (alternating CONTROL, DATA, ...; see above), per
     message, the part indices where its span starts and ends (flat: start0,
     end0, start1, ...), and whether the generation prompt left a THINK block
@@ -126,19 +126,19 @@ def _render(req: Request, thinking: bool) -> tuple[list[bytes], list[int], bool]
         extend((IM_START, b"assistant\n"))
         if thinking and not req.enable_thinking:
             extend(NO_THINKING_PROMPT)
-    return parts, spans, False
+    return RenderedParts(parts, spans, False)
 
 
 def _json_call(name: bytes, arguments: bytes) -> bytes:
     return b"".join((_CALL_NAME, name, _CALL_ARGS, arguments, _CALL_CLOSE))
 
 
-def render_qwen3(req: Request) -> tuple[list[bytes], list[int], bool]:
+def render_qwen3(req: Request) -> RenderedParts:
     """The Qwen3 template (Qwen3 hybrid-thinking models)."""
     return _render(req, True)
 
 
-def render_qwen3_2507(req: Request) -> tuple[list[bytes], list[int], bool]:
+def render_qwen3_2507(req: Request) -> RenderedParts:
     """The Qwen3-Instruct-2507 template: Qwen3's without reasoning (an
     assistant's `reasoning_content` is not written) and with a bare generation prompt."""
     return _render(req, False)

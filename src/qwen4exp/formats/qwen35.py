@@ -32,7 +32,7 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 from __future__ import annotations
 
 from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
-from ._descriptor import ChatFormat, fingerprints
+from ._descriptor import ChatFormat, RenderedParts, fingerprints
 from ._turns import close_tool_response, write_calls
 from ._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_CALL_PAIR,
@@ -104,7 +104,7 @@ def _xml_call(name: bytes, params: bytes) -> bytes:
     return b"".join((_FUNCTION, name, b">\n", params, _FUNCTION_END))
 
 
-def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
+def render_qwen35(req: Request) -> RenderedParts:
     """Parts, message spans and whether the generation prompt left a THINK
     block open (as formats/qwen3.py's) of a request in the qwen3.5 / 3.6 / 3.8
     format; which one is told by the resolved options (`reasoning_effort` is
@@ -112,8 +112,8 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
 
     Only a tool message at index 0 starts without a turn of its own (the
     template opens the shared user turn only after another message): its
-    newline then joins the preceding DATA part, or the stream starts with an
-    empty CONTROL part that the caller drops."""
+    newline then joins the preceding DATA part, or the stream starts with
+    DATA (an empty CONTROL part held its place while rendering)."""
     msgs, system = req.messages, req.system
     n = len(msgs)
     parts: list[bytes] = []
@@ -198,7 +198,10 @@ def render_qwen35(req: Request) -> tuple[list[bytes], list[int], bool]:
     if req.add_generation_prompt:
         extend((IM_START, b"assistant\n"))
         extend(_THINKING_PROMPT if opens_reasoning else NO_THINKING_PROMPT)
-    return parts, spans, opens_reasoning
+    if parts and not parts[0]:  # the stream opened with the DATA after a first tool message
+        del parts[0]
+        return RenderedParts(parts, [max(k - 1, 0) for k in spans], opens_reasoning, first_control=False)
+    return RenderedParts(parts, spans, opens_reasoning)
 
 
 # Official templates by fingerprint (formats/_descriptor.py), each with its training variant;
