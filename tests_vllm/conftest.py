@@ -48,14 +48,18 @@ STARTUP_SECONDS = 900  # two CPUs shared with other jobs: vLLM's start takes 1-4
 REFERENCE_PYTHON = os.environ.get("QWEN4EXP_REFERENCE_PYTHON", "python3")
 
 
-@pytest.fixture(scope="session")
-def folders(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("models")
+def write_model_folders(root, formats: dict) -> dict:
+    """{name: folder} of tiny model folders, one per {name: chat format}, under `root`."""
     script = ("import sys; from _model_folders import model_folder; "
               "[model_folder(d, f) for d, f in zip(sys.argv[1::2], sys.argv[2::2])]")
-    args = [a for v, fmt in SERVED_FORMAT.items() for a in (str(root / v), fmt)]
+    args = [a for name, fmt in formats.items() for a in (str(root / name), fmt)]
     subprocess.run([REFERENCE_PYTHON, "-c", script, *args], check=True, cwd=os.path.join(REPO, "tests"))
-    return {v: str(root / v) for v in SERVED_FORMAT}
+    return {name: str(root / name) for name in formats}
+
+
+@pytest.fixture(scope="session")
+def folders(tmp_path_factory) -> dict:
+    return write_model_folders(tmp_path_factory.mktemp("models"), SERVED_FORMAT)
 
 
 @pytest.fixture(scope="session")

@@ -390,3 +390,46 @@ def test_built_stream_is_what_the_parser_reads():
     tok = qwen4exp.Tokenizer()
     chat = SegmentBuilder().control("<think>").text("x").control("</think>").build()
     assert tok.encode_chat(chat).tolist() == [tok.atoms["<think>"], *tok.encode("x"), tok.atoms["</think>"]]
+
+
+# -- every format ------------------------------------------------------------------------
+
+OTHER_FORMATS = ("qwen3-2507", "qwen3.5", "qwen3.6")  # the servers' folders are qwen3 and qwen3.8
+
+
+@pytest.fixture(scope="module")
+def other_folders(tmp_path_factory) -> dict:
+    from conftest import write_model_folders
+
+    return write_model_folders(tmp_path_factory.mktemp("formats"), {f: f for f in OTHER_FORMATS})
+
+
+@pytest.mark.parametrize("fmt", OTHER_FORMATS)
+def test_every_format_renders_and_parses(other_folders, fmt):
+    """A folder of each other format: vLLM's tokenizer mode picks the format
+    from the template, the renderer feeds qwen4exp's ids, the parser reads a
+    reply as parse_completion does."""
+    folder = other_folders[fmt]
+    tok = qwen4exp.Tokenizer.from_pretrained(folder)
+    assert tok.chat_format == fmt
+    renderer = renderer_from_config(_engine_config(folder, "qwen4exp"))
+    messages = CONVERSATIONS["tool round trip"]
+    assert _render(renderer, messages, TOOLS) == reference_prompt(tok, messages, TOOLS)[1]
+    # A reply without reasoning follows the prompt of thinking turned off.
+    options = {} if chat_format(fmt).rules.thinking is None else {"enable_thinking": False}
+    prompt_chat, prompt_ids = reference_prompt(tok, messages, TOOLS, **options)
+    assert _render(renderer, messages, TOOLS, **options) == prompt_ids
+    request = ChatCompletionRequest(model="m", messages=messages, tools=TOOLS, chat_template_kwargs=options)
+    turn = {"role": "assistant", "content": "On it.", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo", "days": 1}}}]}
+    ids = _completion(tok, prompt_ids, turn, messages, options)
+    expected = tok.parse_completion(ids, prompt_chat)
+    assert [c["function"]["name"] for c in expected["tool_calls"]] == ["get_weather"]
+    parser = _parser(renderer.get_tokenizer(), request)
+    parser.set_prompt_token_ids(prompt_ids)
+    reasoning, content, calls = parser.parse("", request, enable_auto_tools=True, model_output_token_ids=ids)
+    assert (reasoning, content) == (expected["reasoning_content"] or None, expected["content"])
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in expected["tool_calls"]]
+    assert _streamed(_parser(renderer.get_tokenizer(), request), request, prompt_ids, ids, 3) == (
+        reasoning, content, [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls])
