@@ -50,9 +50,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._stream import ROLES, Delta, ParserCore
-from .chat_validate import XML_PYTHON
 from .errors import Qwen4ExpError, id_error
-from .formats import chat_format as format_named
 from .markers import Marker
 from .segments import Kind, RenderedChat
 from .shapes import ParsedCompletion, ToolLike
@@ -99,8 +97,8 @@ class CompletionParser(ParserCore):
         if chat_format is None and prompt is not None:
             chat_format = prompt.chat_format
         # the tokenizer's own format by default; one of another vocabulary is refused
-        chat_format = tok._chat_format_of(chat_format, "completion_parser()").name
-        fmt = format_named(chat_format)
+        fmt = tok._chat_format_of(chat_format, "completion_parser()")
+        chat_format = fmt.name
         # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
         # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
         xml = fmt.tool_calls == "xml"
@@ -120,7 +118,7 @@ class CompletionParser(ParserCore):
         seed = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
         if prompt is not None:
             seed.update(prompt.data)  # call ids differ from one prompt to the next
-        context = CallContext(tools, fmt.rules.calls == XML_PYTHON, seed.digest(), fmt.tool_calls)
+        context = CallContext(tools, fmt.python_scalars, seed.digest(), fmt.tool_calls)
         # with a prompt, finish() checks that the message renders back to the completion
         self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
-from ..chat_validate import JSON_CALLS, Request, Rules
+from ..chat_validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
 __all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
 
@@ -89,6 +89,12 @@ class ChatFormat:
     def tool_calls(self) -> str:
         """How a tool call is written: "json" (one object) or "xml" (<function=...>)."""
         return "json" if self.rules.calls == JSON_CALLS else "xml"
+
+    @property
+    def python_scalars(self) -> bool:
+        """Whether an XML call's scalar values are written as Python's str()
+        (True, None) rather than as JSON (true, null)."""
+        return self.rules.calls == XML_PYTHON
 
     @property
     def media(self) -> bool:
