@@ -33,9 +33,7 @@ def hf_plain():
 @pytest.fixture(scope="session")
 def hf_full():
     """The reference tokenizer.json as shipped (added tokens included)."""
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(TOKENIZER_JSON)
+    return _hf_reference.hf_full(TOKENIZER_JSON)
 
 
 @pytest.fixture(scope="session")
@@ -116,9 +114,7 @@ def hf_plain36(qwen36_json):
 
 @pytest.fixture(scope="session")
 def hf_full36(qwen36_json):
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(qwen36_json)
+    return _hf_reference.hf_full(qwen36_json)
 
 
 # -- both bundled vocabularies ------------------------------------------------------
