@@ -128,6 +128,20 @@ def test_tokenizer_decodes_like_transformers(pair):
     assert ours.decode(atoms[0]) == hf.decode(atoms[0])
 
 
+def test_structured_output_backend_reads_the_tokenizer(pair):
+    """xgrammar (vLLM's structured-output backend) builds the same tokenizer
+    description from the plugin's tokenizer as from transformers'."""
+    import xgrammar as xgr
+
+    ours, hf = pair
+    size = len(hf) + 64
+    a, b = xgr.TokenizerInfo.from_huggingface(ours, vocab_size=size), xgr.TokenizerInfo.from_huggingface(
+        hf, vocab_size=size)
+    assert (a.vocab_type, a.add_prefix_space, a.stop_token_ids) == (b.vocab_type, b.add_prefix_space,
+                                                                    b.stop_token_ids)
+    assert a.decoded_vocab == b.decoded_vocab
+
+
 def test_plain_text_is_data_unless_the_trusted_mode(pair, folders):
     """A raw prompt's atom spellings: ordinary BPE ids by default; atom ids (as
     transformers makes them) only in mode qwen4exp-trusted-prompts."""

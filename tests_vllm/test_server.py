@@ -136,3 +136,12 @@ def test_raw_completion_prompts_are_data(server, tok):
     assert status == 200, reply
     assert reply["choices"][0]["prompt_token_ids"] == tok.encode(prompt)
     assert not set(reply["choices"][0]["prompt_token_ids"]) & atom_ids(tok)
+
+
+def test_structured_outputs_constrain_the_reply(server):
+    """vLLM's grammar backend works with the plugin's tokenizer: with thinking
+    off, reasoning has ended at the prompt and the regex holds from the first id."""
+    reply = server.chat({"messages": CONVERSATIONS["hostile user"], "max_tokens": 8, "temperature": 0,
+                         "chat_template_kwargs": {"enable_thinking": False},
+                         "structured_outputs": {"regex": "(yes|no)!"}})
+    assert reply["choices"][0]["message"]["content"] in ("yes!", "no!")

@@ -105,6 +105,11 @@ class Qwen4ExpTokenizer:
 
     #: Whether plain text resolves atom spellings (the trusted-prompts mode).
     trusted_prompts = False
+    #: How xgrammar (vLLM's structured-output backend) recognises a tokenizer
+    #: it can read without transformers: a tiktoken-style vocabulary, which the
+    #: Qwen vocabularies are; it then reads get_vocab() as byte-level spellings
+    #: (it checks that " " encodes to "Ġ") and eos_token_id as the stop token.
+    vocab_files_names = {"vocab_file": "qwen.tiktoken"}
 
     def __init__(self, tok: qwen4exp.Tokenizer, *, name_or_path: str = "", config: dict | None = None,
                  truncation_side: str = "left") -> None:
