@@ -83,6 +83,7 @@ def model_folder(directory: str, chat_format: str, *, template: str | None = Non
         "eos_token": "<|im_end|>",
         "errors": "replace",
         "model_max_length": 262144,
+        "model_input_names": ["input_ids", "attention_mask"],  # as Qwen2Tokenizer's (no token_type_ids)
         "pad_token": "<|endoftext|>",
         "split_special_tokens": False,
         # Qwen3's repositories name Qwen2Tokenizer; for the Qwen3.5/3.6 vocabulary the

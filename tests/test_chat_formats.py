@@ -571,34 +571,21 @@ def _provenance_property(fmt, vocabularies, request_):
         reject()
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=25, **_SETTINGS)
-@given(data=st.data())
-def test_generated_parity(fmt, vocabularies, data):
-    _parity_property(fmt, vocabularies, data.draw(requests(fmt, _plain_text)))
+def _generated(check, text, examples: int):
+    """A test of `check` on `examples` generated requests per format, their
+    caller strings drawn from `text`."""
+    @pytest.mark.parametrize("fmt", FORMATS)
+    @settings(max_examples=examples, **_SETTINGS)
+    @given(data=st.data())
+    def test(fmt, vocabularies, data):
+        check(fmt, vocabularies, data.draw(requests(fmt, text)))
+    return test
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=20, **_SETTINGS)
-@given(data=st.data())
-def test_generated_provenance(fmt, vocabularies, data):
-    _provenance_property(fmt, vocabularies, data.draw(requests(fmt, _atom_text)))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=600, **_SETTINGS)
-@given(data=st.data())
-def test_generated_parity_sweep(fmt, vocabularies, data):
-    _parity_property(fmt, vocabularies, data.draw(requests(fmt, _plain_text)))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=400, **_SETTINGS)
-@given(data=st.data())
-def test_generated_provenance_sweep(fmt, vocabularies, data):
-    _provenance_property(fmt, vocabularies, data.draw(requests(fmt, _atom_text)))
+test_generated_parity = _generated(_parity_property, _plain_text, 25)
+test_generated_provenance = _generated(_provenance_property, _atom_text, 20)
+test_generated_parity_sweep = pytest.mark.slow(_generated(_parity_property, _plain_text, 600))
+test_generated_provenance_sweep = pytest.mark.slow(_generated(_provenance_property, _atom_text, 400))
 
 
 _CORRUPTIONS = MESSAGE_CORRUPTIONS + [

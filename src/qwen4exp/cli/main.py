@@ -312,8 +312,9 @@ def _format_ids(ids, fmt: str) -> str:
     return json.dumps(ids)
 
 
-def _encode_input(args):
-    """ids of the command's input: text, or a chat request with --chat."""
+def _on_input(args, on_chat, on_text):
+    """`on_chat(tok, chat)` of the command's chat request (--chat), else
+    `on_text(tok, text)` of its text, with the tokenizer that reads it."""
     _check_chat_options(args)
     if args.chat:
         if args.text is not None:
@@ -322,13 +323,18 @@ def _encode_input(args):
         messages, options = _load_request(path, args)
         chat = _render(messages, options, "stdin" if path == "-" else path)
         tok = tokenizer_of(args, chat.chat_format)
-        return tok, tok.encode_chat(chat)
+        return tok, on_chat(tok, chat)
     tok = tokenizer_of(args)
     text = _read_text(args)
     try:
-        return tok, tok.encode(text)
+        return tok, on_text(tok, text)
     except Qwen4ExpError as exc:
         raise InputError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _encode_input(args):
+    """ids of the command's input: text, or a chat request with --chat."""
+    return _on_input(args, lambda tok, chat: tok.encode_chat(chat), lambda tok, text: tok.encode(text))
 
 
 def _check_chat_options(args) -> None:
@@ -346,21 +352,7 @@ def cmd_encode(args) -> int:
 
 
 def cmd_count(args) -> int:
-    _check_chat_options(args)
-    if args.chat:
-        if args.text is not None:
-            raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
-        path = "-" if args.file is None else args.file
-        messages, options = _load_request(path, args)
-        chat = _render(messages, options, "stdin" if path == "-" else path)
-        n = tokenizer_of(args, chat.chat_format).count_chat(chat)
-    else:
-        tok = tokenizer_of(args)
-        text = _read_text(args)
-        try:
-            n = tok.count(text)
-        except Qwen4ExpError as exc:
-            raise InputError(f"{type(exc).__name__}: {exc}") from None
+    _, n = _on_input(args, lambda tok, chat: tok.count_chat(chat), lambda tok, text: tok.count(text))
     _write(f"{n}\n")
     return EXIT_OK
 
