@@ -10,18 +10,8 @@ from .completion import CompletionParser, Delta
 from .decode_stream import DecodeStream
 from .masks import EncodedChat
 from .budget import FittedChat
-from .errors import (
-    BudgetError,
-    ChatFormatError,
-    JsonError,
-    MediaError,
-    Qwen4ExpError,
-    RecordError,
-    SegmentError,
-    TextEncodingError,
-    UnknownControlError,
-    VocabularyError,
-)
+from . import errors
+from .errors import *  # noqa: F403  (Qwen4ExpError and its subclasses: errors.__all__)
 from .markers import Marker
 from .media import MediaPart, MediaProcessor
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
@@ -38,16 +28,7 @@ __all__ = [
     "EncodedChat",
     "ChatEncoder",
     "vocabularies",
-    "Qwen4ExpError",
-    "ChatFormatError",
-    "MediaError",
-    "SegmentError",
-    "UnknownControlError",
-    "TextEncodingError",
-    "BudgetError",
-    "VocabularyError",
-    "RecordError",
-    "JsonError",
+    *errors.__all__,  # Qwen4ExpError and every subclass
     "FittedChat",
     "Kind",
     "Segment",
