@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qwen4exp
@@ -510,3 +512,15 @@ def finishes(fn, seconds=600):
     worker.join(seconds)
     assert box, f"still running after {seconds} s: the job hangs"
     return box[0]
+
+
+def property_tests(check, strategy, examples: int, sweep: int):
+    """A hypothesis test of `check(toks, *case)` over `strategy`'s cases in the
+    default run (`examples` of them) and its long variant under `slow` (`sweep`)."""
+    def make(n):
+        @settings(max_examples=n, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+        @given(case=strategy)
+        def test(toks, case):
+            check(toks, *case)
+        return test
+    return make(examples), pytest.mark.slow(make(sweep))

@@ -26,6 +26,7 @@ from tokenizers import normalizers
 
 import qwen4exp
 from _formats_reference import FORMATS, VOCAB_OF, XML_FORMATS, has_atom, reference_text
+from helpers import property_tests
 from qwen4exp.chat_validate import tojson
 
 ID = re.compile(r"call_[A-Za-z0-9]{24}")
@@ -802,14 +803,4 @@ def _check_generated(toks, fmt, tools, turn):
     check_stream(tok, ids, prompt, msg, [0, k, 2 * k, len(ids)])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_generated())
-def test_generated_turns(toks, case):
-    _check_generated(toks, *case)
-
-
-@pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_generated())
-def test_generated_turns_many(toks, case):
-    _check_generated(toks, *case)
+test_generated_turns, test_generated_turns_many = property_tests(_check_generated, _generated(), 40, 1000)

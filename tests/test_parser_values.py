@@ -24,11 +24,11 @@ import math
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qwen4exp
 from _formats_reference import FORMATS, VOCAB_OF, XML_FORMATS
+from helpers import property_tests
 from qwen4exp.errors import ChatFormatError
 
 HISTORY = [{"role": "user", "content": "Go."}]
@@ -201,17 +201,6 @@ def _spelled_as(value, types) -> bool:
     return True
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_typed_turn())
-def test_render_parse_render_is_the_identity(toks, case):
-    _check_round_trip(toks, *case)
-
-
-@pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_typed_turn())
-def test_render_parse_render_many(toks, case):
-    _check_round_trip(toks, *case)
 
 
 def _check_round_trip(toks, fmt, schema, value):
@@ -257,3 +246,7 @@ def test_a_string_in_a_union_stays_the_string_written(toks, fmt, text):
             assert not (isinstance(parsed, float) and not math.isfinite(parsed))
         else:
             assert parsed == text
+
+
+test_render_parse_render_is_the_identity, test_render_parse_render_many = property_tests(
+    _check_round_trip, _typed_turn(), 150, 2000)
