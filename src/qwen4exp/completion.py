@@ -115,10 +115,10 @@ class CompletionParser(ParserCore):
             in_reasoning = opened
         elif in_reasoning != opened:  # the caller knows better than the prompt
             lead = 0 if not in_reasoning or xml else 1
-        seed = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
+        call_id_key = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
         if prompt is not None:
-            seed.update(prompt.data)  # call ids differ from one prompt to the next
-        context = CallContext(tools, fmt.python_scalars, seed.digest(), fmt.tool_calls)
+            call_id_key.update(prompt.data)  # call ids differ from one prompt to the next
+        context = CallContext(tools, fmt.python_scalars, call_id_key.digest(), fmt.tool_calls)
         # with a prompt, finish() checks that the message renders back to the completion
         self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms

@@ -29,11 +29,11 @@ json_string: Callable[[str], str] = json.encoder.encode_basestring
 HOLD_NONE, HOLD_SPACE, HOLD_TAG_NAME, HOLD_JSON_NAME = range(4)
 
 
-def call_id(seed: bytes, index: int, name: str) -> str:
-    """ "call_" + 24 letters and digits: a hash of the parser's seed (the prompt
+def call_id(call_id_key: bytes, index: int, name: str) -> str:
+    """ "call_" + 24 letters and digits: a hash of the parser's call-id key (the prompt
     and format), the call's place among the message's calls and its name."""
     h = hashlib.blake2b(digest_size=18)
-    h.update(seed)
+    h.update(call_id_key)
     h.update(f"\0{index}\0".encode())
     h.update(name.encode("utf-8", "surrogatepass"))
     n = int.from_bytes(h.digest(), "big")
@@ -130,7 +130,7 @@ class CallBody:
         """The name is complete: the call's first delta. Returns the tool's
         parameter types (None: no schema for them)."""
         self.name = name
-        self.id = call_id(self.ctx.seed, self.index, name)
+        self.id = call_id(self.ctx.call_id_key, self.index, name)
         schemas = self.ctx.schemas
         if name not in schemas and self.ctx.tools_given:
             self.problem(f"{name!r} is not one of the request's tools (kept, typed without a schema)")

@@ -23,7 +23,7 @@ the text, never on how it was split into feeds, and held text costs O(1) an
 id (tool_call_body.py).
 
 Call ids are "call_" + 24 letters and digits from BLAKE2b over the parser's
-seed (the format and the prompt's bytes), the call's index and its name: the
+call-id key (the format and the prompt's bytes), the call's index and its name: the
 same completion after the same prompt gets the same ids, streamed or parsed
 at once; another prompt, other ids.
 """
@@ -44,15 +44,15 @@ FORMS = {"json": (JsonBody, XmlBody), "xml": (XmlBody, JsonBody)}
 
 class CallContext:
     """What every call of one completion is read with: the tools' parameter
-    types, the format's call style and scalar dialect, the seed of the call ids."""
+    types, the format's call style and scalar dialect, the key the call ids are hashed from."""
 
-    __slots__ = ("schemas", "tools_given", "python", "seed", "forms")
+    __slots__ = ("schemas", "tools_given", "python", "call_id_key", "forms")
 
-    def __init__(self, tools, python: bool, seed: bytes, style: str = "json") -> None:
+    def __init__(self, tools, python: bool, call_id_key: bytes, style: str = "json") -> None:
         self.schemas = tool_schemas(tools)
         self.tools_given = tools is not None
         self.python = python
-        self.seed = seed
+        self.call_id_key = call_id_key
         self.forms = FORMS[style]
 
     def reader(self, index: int, position: int) -> "CallReader":
