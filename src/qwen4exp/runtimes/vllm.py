@@ -83,6 +83,14 @@ def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
     return sorted(i for i in tok.atoms.values() if not tok.decode_bytes([i], skip_special=True))
 
 
+def _token_name(value: Any) -> str | None:
+    """A special token of tokenizer_config.json: a string, or an AddedToken
+    dict with its "content" (older configs)."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
 class _Encoding(dict):
     """What `tokenizer(text)` returns: a dict with attribute access, as
     transformers' BatchEncoding (vLLM reads `encoding["input_ids"]`)."""
@@ -127,12 +135,12 @@ class Qwen4ExpTokenizer:
         for key in ("additional_special_tokens", "extra_special_tokens"):
             extra = config.get(key)
             named += extra if isinstance(extra, list) else []
-        named = [t.get("content") if isinstance(t, dict) else t for t in named]
-        self._special_ids = sorted({self._atoms[t] for t in named if isinstance(t, str) and t in self._atoms})
+        named = [_token_name(t) for t in named]
+        self._special_ids = sorted({self._atoms[t] for t in named if t in self._atoms})
         self._vocab: dict[str, int] | None = None
-        self.eos_token = config.get("eos_token") if isinstance(config.get("eos_token"), str) else None
-        self.pad_token = config.get("pad_token") if isinstance(config.get("pad_token"), str) else None
-        self.bos_token = config.get("bos_token") if isinstance(config.get("bos_token"), str) else None
+        self.eos_token = _token_name(config.get("eos_token"))
+        self.pad_token = _token_name(config.get("pad_token"))
+        self.bos_token = _token_name(config.get("bos_token"))
         # Longest first, so that a spelling that contains another wins.
         spellings = sorted(self._atoms, key=len, reverse=True)
         self._atom_pattern = re.compile("(" + "|".join(map(re.escape, spellings)) + ")")
