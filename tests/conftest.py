@@ -1,8 +1,18 @@
 """Shared fixtures: our tokenizer and the Hugging Face references."""
 
 import os
+import sys
 
 import pytest
+
+# Keep the bytecode of what the run imports from here on (the test modules,
+# their helpers, qwen4exp: __pycache__ is git-ignored) even where
+# PYTHONDONTWRITEBYTECODE is set: otherwise each xdist worker compiles and
+# assertion-rewrites every test module again on every run, and each of the
+# many subprocesses the tests start (CLI entry points, signals, spawn pools,
+# Ray workers) compiles qwen4exp again (about 3 s a worker and 0.2 s a
+# subprocess). The subprocesses keep the variable: they read, never write.
+sys.dont_write_bytecode = False
 
 # The allocation-fault switch (qwen4exp._alloc) only arms in a process that had
 # this set when qwen4exp was first imported: conftest loads before any test.
@@ -74,13 +84,13 @@ def start_local_ray():
     return ray
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """The local Ray cluster of start_local_ray, started once per test
-    session (it takes 10-20 s on two busy cores) by the first test that needs
-    it and shut down at the end of the session. A module that needs a cluster
-    of another shape (test_ray_nodes.py) shuts it down and starts it again
-    after itself."""
+    """The local Ray cluster of start_local_ray, started once per module that
+    needs it (test_ray.py only: it takes 10-20 s on two busy cores) and shut
+    down after it, so that its idle processes do not share the cores with the
+    rest of the run. A module that needs a cluster of another shape
+    (test_ray_nodes.py) shuts a running one down and starts it again after itself."""
     ray = start_local_ray()
     yield ray
     ray.shutdown()
