@@ -104,8 +104,18 @@ def test_notes_traps(vocab_tok, vocab_hf):
 
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
 def test_corpus_lines(vocab_tok, vocab_hf, name):
-    text = getattr(corpora, f"{name}_corpus")()
-    assert_same(vocab_tok, vocab_hf, text.splitlines(keepends=True))
+    """Every line of the corpora; of the 3 MB code corpus, the lines of every
+    other document (all of them under slow; the default run also encodes the
+    whole code corpus in one call, test_long_text_parts)."""
+    docs = corpora.DOCUMENTS[name]()
+    if name == "code":
+        docs = docs[::2]
+    assert_same(vocab_tok, vocab_hf, "".join(docs).splitlines(keepends=True))
+
+
+@pytest.mark.slow
+def test_code_corpus_lines_every_document(vocab_tok, vocab_hf):
+    assert_same(vocab_tok, vocab_hf, corpora.code_corpus().splitlines(keepends=True))
 
 
 @pytest.mark.slow
@@ -134,8 +144,10 @@ def test_small_caches_fill_and_empty(vocab_hf, vocab, cache_size):
     assert_same(tok, vocab_hf, docs + docs, threads=1)
 
 
-@pytest.mark.parametrize("n", [20_000, 200_000])
+@pytest.mark.parametrize("n", [20_000, pytest.param(200_000, marks=pytest.mark.slow)])
 def test_long_words(vocab_tok, vocab_hf, n):
+    """Pieces far longer than any word cache or heap method takes (20,000
+    characters already use the bucket method; 200,000 under slow)."""
     assert_same(vocab_tok, vocab_hf, [corpora.long_word(n), "x" * n, "-" * n, "中" * n, " " * n, "\n" * n, "1" * n,
                                 "e" + "\u0301" * n])
 

@@ -66,11 +66,13 @@ def test_seed_corpus_replays(harness):
 BINARY_SIZES = {"encode": 600, "segments": 600, "chat": 800, "decode": 400}
 
 
+# Hypothesis examples a driver runs by default; ten times as many under slow.
+@pytest.mark.parametrize("examples", [300, pytest.param(3000, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(BINARY_SIZES))
-def test_fuzz_bytes(name):
+def test_fuzz_bytes(name, examples):
     run = fuzz_harness.RUNNERS[name]
 
-    @settings(max_examples=800, **FUZZ_SETTINGS)
+    @settings(max_examples=examples, **FUZZ_SETTINGS)
     @given(st.binary(max_size=BINARY_SIZES[name]))
     def drive(data):
         run(data)
@@ -112,15 +114,21 @@ _message = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=400, **FUZZ_SETTINGS)
-@given(
+_chat_request = given(
     st.lists(_message, min_size=0, max_size=5) | _json,
     st.one_of(st.none(), st.lists(st.dictionaries(st.text(max_size=8), _json, max_size=3), max_size=2), _json),
     st.booleans(),
     st.booleans(),
 )
-def test_fuzz_chat_structured(messages, tools, agp, thinking):
+
+
+def _check_chat(messages, tools, agp, thinking):
     fuzz_harness.check_chat(messages, {"tools": tools, "add_generation_prompt": agp, "enable_thinking": thinking})
+
+
+test_fuzz_chat_structured = settings(max_examples=200, **FUZZ_SETTINGS)(_chat_request(_check_chat))
+test_fuzz_chat_structured_long = pytest.mark.slow(
+    settings(max_examples=2000, **FUZZ_SETTINGS)(_chat_request(_check_chat)))
 
 
 @settings(max_examples=300, **FUZZ_SETTINGS)

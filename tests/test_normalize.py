@@ -302,9 +302,7 @@ ALPHABET = (
 )
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=ALPHABET, max_size=40))
-def test_random_mixtures(ref, hf, s):
+def _check_mixture(ref, hf, s):
     want = hf(s)
     assert nfc(s) == want
     if is_nfc(s):
@@ -312,3 +310,10 @@ def test_random_mixtures(ref, hf, s):
     elif want == s:
         assert any(ch in ref["maybe"] for ch in s)
     assert nfc(want) == want  # the reference's output is a fixed point of ours
+
+
+_mixtures = given(st.text(alphabet=ALPHABET, max_size=40))
+test_random_mixtures = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])(
+    _mixtures(_check_mixture))
+test_random_mixtures_long = pytest.mark.slow(settings(max_examples=10000, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow])(_mixtures(_check_mixture)))
