@@ -75,7 +75,7 @@ def register() -> None:
                                                 "Qwen4ExpReasoningParser")
     from .vllm_parse import install_parser_composition
 
-    install_parser_composition()
+    install_parser_composition(MODE)
 
 
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:

@@ -3,7 +3,7 @@
 vLLM takes a reasoning parser and a tool parser by name and composes them
 into one `Parser` per request. Its default composition hands the two
 parsers the output's *text* for a non-streamed reply, and text cannot tell
-a `<tool_call>` atom from the same spelling written as ordinary tokens. So
+a TOOL_CALL atom from the same spelling written as ordinary tokens. So
 the plugin also wraps `ParserManager._compose_parser`: when either name is
 `qwen4exp`, vLLM gets `Qwen4ExpParser`, which reads the output token ids
 with qwen4exp's completion parser (docs/FORMAT.md, section 11), one-shot
@@ -12,9 +12,9 @@ with qwen4exp's completion parser (docs/FORMAT.md, section 11), one-shot
 * the prompt it continues is the request rendered again (vllm_render),
   checked against the prompt ids vLLM fed the model: it gives the format,
   the tools' schemas (arguments come typed by them), whether the generation
-  prompt opened `<think>`, and the call ids (the same for a streamed and a
+  prompt opened THINK, and the call ids (the same for a streamed and a
   non-streamed reply);
-* a `<tool_call>` inside reasoning stays reasoning text, never a call;
+* a TOOL_CALL inside reasoning stays reasoning text, never a call;
 * `is_reasoning_end` and the reasoning token counts come from the atom ids.
 
 `Qwen4ExpReasoningParser` works on its own where vLLM uses only a reasoning
@@ -42,7 +42,6 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
 from qwen4exp.markers import Marker
 
-from .vllm import MODE
 from .vllm_render import render_request
 
 __all__ = ["Qwen4ExpParser", "Qwen4ExpReasoningParser", "Qwen4ExpToolParser", "install_parser_composition"]
@@ -105,7 +104,7 @@ class _Atoms:
 
 
 class Qwen4ExpReasoningParser(ReasoningParser):
-    """Where reasoning ends, from atom ids. The model may open `<think>` itself
+    """Where reasoning ends, from atom ids. The model may open THINK itself
     when the format thinks by default and the request did not turn it off,
     so a prompt that leaves no block open counts as reasoning not yet ended then."""
 
@@ -256,7 +255,7 @@ class Qwen4ExpParser(Parser):
     def parse_delta(self, delta_text: str, delta_token_ids: list[int], request,
                     prompt_token_ids: list[int] | None = None, *, finished: bool) -> DeltaMessage | None:
         """Content and reasoning stream as the parser releases them. A tool
-        call streams once it is complete (its </tool_call>, checked on a copy
+        call streams once it is complete (its TOOL_CALL_END, checked on a copy
         of the parser), so that the streamed calls are always the one-shot
         reply's: a call cut off by max_tokens, or malformed, is sent in
         neither (parse_completion reports it in invalid_tool_calls)."""
@@ -312,9 +311,9 @@ class Qwen4ExpParser(Parser):
         return out
 
 
-def install_parser_composition() -> bool:
+def install_parser_composition(name: str) -> bool:
     """Make vLLM's ParserManager build `Qwen4ExpParser` when a parser name is
-    `qwen4exp` (and leave every other combination to vLLM). Idempotent; False,
+    `name` (and leave every other combination to vLLM). Idempotent; False,
     with an error logged, when this vLLM composes parsers some other way."""
     try:
         from vllm.parser.parser_manager import ParserManager
@@ -334,14 +333,14 @@ def install_parser_composition() -> bool:
     def _compose_parser(cls, *args, **kwargs):
         tool_name = kwargs.get("tool_parser_name")
         reasoning_name = kwargs.get("reasoning_parser_name")
-        if MODE not in (tool_name, reasoning_name):
+        if name not in (tool_name, reasoning_name):
             return original(cls, *args, **kwargs)
-        others = {tool_name, reasoning_name} - {MODE, None, ""}
+        others = {tool_name, reasoning_name} - {name, None, ""}
         if others:
             raise TypeError(f"the qwen4exp parser reads reasoning and tool calls together; it cannot be "
                             f"combined with {', '.join(sorted(map(str, others)))}")
-        reasoning = Qwen4ExpReasoningParser if reasoning_name == MODE else None
-        tools = Qwen4ExpToolParser if tool_name == MODE and kwargs.get("enable_auto_tools") else None
+        reasoning = Qwen4ExpReasoningParser if reasoning_name == name else None
+        tools = Qwen4ExpToolParser if tool_name == name and kwargs.get("enable_auto_tools") else None
         if reasoning is None and tools is None:
             return None
         return type("Qwen4ExpParser", (Qwen4ExpParser,),
