@@ -50,12 +50,21 @@ def test_shipped_ranks_are_the_package_file():
     assert list(enumerate(vc.QWEN35_SPECIALS, 248_044)) == list(qt.QWEN3_5_SPECIAL_TOKENS)
 
 
-def test_build_equals_converter(qwen36_json, hf_full36, tok36):
+@pytest.fixture(scope="module")
+def converted36(qwen36_json, tmp_path_factory):
+    """Tokenizer.from_file on the converted tokenizer.json, compiled once (about
+    2 s) into an empty cache, for the two tests below."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QWEN4EXP_CACHE", str(tmp_path_factory.mktemp("cache36")))
+        return qwen4exp.Tokenizer.from_file(qwen36_json)
+
+
+def test_build_equals_converter(converted36, hf_full36, tok36):
     """The build-time compilation of the ranks is exactly what TikTokenConverter
-    writes: same tokens, the same 500,709 merges in the same order, the same
-    added tokens; and the merge table fits the native limits (ids and ranks < 2**20)."""
-    with open(qwen36_json, "rb") as f:
-        converted = vc.compile_tokenizer_json(f.read())
+    writes (compiled by from_file): same tokens, the same 500,709 merges in the
+    same order, the same added tokens; and the merge table fits the native
+    limits (ids and ranks < 2**20)."""
+    converted = converted36._compiled
     built = vc.compile_bundled("qwen3.6", VOCAB_DIR)
     for key in converted:
         if key != "source_sha256":
@@ -65,9 +74,8 @@ def test_build_equals_converter(qwen36_json, hf_full36, tok36):
     assert dict(tok36.atoms) == {t.content: i for i, t in hf_full36.get_added_tokens_decoder().items()}
 
 
-def test_from_file_loads_the_converted_json(qwen36_json, hf_plain36, tok36, tmp_path, monkeypatch):
-    monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path))
-    loaded = qwen4exp.Tokenizer.from_file(qwen36_json)
+def test_from_file_loads_the_converted_json(converted36, hf_plain36, tok36):
+    loaded = converted36
     assert loaded._vocab_name is None
     texts = ["from_file: हिन्दी नमस्ते", "e\u0301t\u00e9 <|im_end|>", "  def f(x):\n\treturn x**2\n"]
     want = [e.ids for e in hf_plain36.encode_batch(texts, add_special_tokens=False)]
