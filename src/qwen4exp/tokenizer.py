@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _vocab_compile
 from . import media as _media
+from .chat import render_chat as _render_chat
 from .formats import ChatFormat, chat_format as _format_named, default_format
 from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from ._encoder import NativeTokenizer
@@ -264,13 +265,11 @@ class Tokenizer:
         """qwen4exp.render_chat in this tokenizer's chat format, with the model
         folder's defaults for options left out (`chat_format=` must be a
         format of this vocabulary)."""
-        from .chat import render_chat
-
         fmt = self._chat_format_of(options.pop("chat_format", None), "render_chat()")
         for key, value in self._render_defaults.items():
             if options.get(key) is None:
                 options[key] = value
-        return render_chat(messages, chat_format=fmt.name, **options)
+        return _render_chat(messages, chat_format=fmt.name, **options)
 
     def _id_tables(self) -> IdTables:
         """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
@@ -476,8 +475,9 @@ class Tokenizer:
     def _check_chat(self, chat: RenderedChat, where: str) -> None:
         """Refuse a chat rendered in a format of another vocabulary (a caller-built
         stream, with no format, is the caller's to vouch for)."""
-        if chat.chat_format is not None and chat.chat_format not in self.chat_formats():
-            self._chat_format_of(chat.chat_format, where)
+        name = chat.chat_format
+        if name is not None and (name != self._format.name or self._format.vocabulary != self._family):
+            self._chat_format_of(name, where)  # a dict look-up; raises for another vocabulary
 
     def fit_chat(
         self,
