@@ -79,17 +79,22 @@ def start_chars(path: str = TOKENIZER_JSON) -> dict[int, int]:
     pairs = _merge_pairs(path)
     bpe = BPE(vocab=vocab, merges=pairs, ignore_merges=False)
     enc = {b: ch for ch, b in byte_decoder().items()}
+    # Only merges of at most 3 bytes can apply inside a 2- or 3-byte character,
+    # and only tokens of at most 3 bytes are asked for their first use as an
+    # operand: the other merges (most of them) are passed over.
     rank: dict[tuple[int, int], int] = {}
     new_id: dict[int, int] = {}
     first_use: dict[int, int] = {}
     for r, (a, b) in enumerate(pairs):
-        key = (vocab[a], vocab[b])
-        if key in rank:
-            continue
-        rank[key] = r
-        new_id[r] = vocab[a + b]
-        for t in key:
-            first_use.setdefault(t, r)
+        if len(a) + len(b) <= 3:
+            key = (vocab[a], vocab[b])
+            if key in rank:
+                continue
+            rank[key] = r
+            new_id[r] = vocab[a + b]
+        for t in (a, b):
+            if len(t) <= 3:
+                first_use.setdefault(vocab[t], r)
     byte_id = {s[0]: i for i, s in enumerate(spellings(path)) if len(s) == 1}
     found = {}
     for t, s in enumerate(spellings(path)):
