@@ -29,7 +29,7 @@ cdef class ParserCore:
     cdef list spelled           # id -> bytes, atoms included
     cdef object is_atom         # numpy bool per id
     cdef bint has_gaps
-    cdef dict roles             # atom id -> role
+    cdef dict actions           # atom id -> what it does (ATOM_ACTIONS)
     cdef object decode_run      # native decode_bytes(int32 array) -> (bytes, bad)
     cdef object decode_text     # Tokenizer.decode
     cdef object open_call       # (index, position) -> a tool_calls reader for one call body

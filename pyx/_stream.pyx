@@ -43,8 +43,8 @@ cdef enum:
     END = 4
     OTHER = 5
 
-# roles by name, for completion.py
-ROLES = {"open_think": OPEN_THINK, "close_think": CLOSE_THINK, "open_call": OPEN_CALL,
+# what each atom id does to the parser, by name (completion.py maps atom ids to these)
+ATOM_ACTIONS = {"open_think": OPEN_THINK, "close_think": CLOSE_THINK, "open_call": OPEN_CALL,
          "close_call": CLOSE_CALL, "end": END, "other": OTHER}
 _MODE_NAMES = {START: "content", REASONING: "reasoning", CONTENT: "content", TOOL: "a tool call"}
 _ARRAY_PATH_MIN = 64  # from this many ids, feed() finds atoms and decodes runs with numpy
@@ -217,14 +217,14 @@ cdef class DecodeStreamCore(Utf8Stream):
 
 cdef class ParserCore:
 
-    def __init__(self, tables, dict roles not None, decode_run, decode_text, open_call,
+    def __init__(self, tables, dict actions not None, decode_run, decode_text, open_call,
                  bint in_reasoning, int lead, int first_call_newlines, bint reasoning_calls):
         self.utf8 = Utf8Stream()
         self.parse = tables.parse
         self.spelled = tables.text
         self.is_atom = tables.is_atom
         self.has_gaps = tables.has_gaps
-        self.roles = roles
+        self.actions = actions
         self.decode_run = decode_run
         self.decode_text = decode_text
         self.open_call = open_call
@@ -491,14 +491,14 @@ cdef class ParserCore:
         cdef str tail = self.utf8.end()  # an unfinished character ends at any atom
         if tail:
             self.route(tail, out)
-        cdef int role = self.roles[i]
+        cdef int action = self.actions[i]
         cdef int mode = self.mode
-        if self.pending_call and role == CLOSE_CALL:
+        if self.pending_call and action == CLOSE_CALL:
             self.recover_call(i, position, out)
             return
         if self.pending_call or self.tail:
             self.flush_pending(out)
-        if role == END:
+        if action == END:
             if mode == TOOL:
                 self.close_call("ended", out)
                 mode = self.after_call
@@ -507,17 +507,17 @@ cdef class ParserCore:
             if mode == REASONING:
                 self.error(position, "the message ended inside reasoning (no </think>)", "")
             self.mode = DONE
-        elif role == OPEN_THINK and mode == START:
+        elif action == OPEN_THINK and mode == START:
             self.enter(REASONING, 1)
-        elif role == CLOSE_THINK and mode == REASONING:
+        elif action == CLOSE_THINK and mode == REASONING:
             if self.held > 1:  # the template writes one newline before </think>
                 self.held -= 1
                 self.release(out)
             self.reasoning_call_open = False
             self.enter(CONTENT, 2)
-        elif role == OPEN_CALL and (mode == START or mode == CONTENT):
+        elif action == OPEN_CALL and (mode == START or mode == CONTENT):
             self.open_tool(position, False, out)
-        elif role == OPEN_CALL and mode == REASONING:
+        elif action == OPEN_CALL and mode == REASONING:
             if self.reasoning_calls:
                 self.error(position, "a tool call inside reasoning (before </think>), parsed as a call "
                            "as calls_in_reasoning='call' asks", self.spelled_atom(i))
@@ -530,14 +530,14 @@ cdef class ParserCore:
                 self.error(position, "a tool call inside reasoning (before </think>) is not executed: "
                            "it stays reasoning text (calls_in_reasoning='call' parses it)",
                            self.spelled_atom(i))
-        elif role == OPEN_CALL and mode == TOOL:  # the previous call was never closed
+        elif action == OPEN_CALL and mode == TOOL:  # the previous call was never closed
             self.close_call("reopened", out)
             self.enter(self.after_call, 0)
             self.open_tool(position, self.after_call == REASONING, out)
-        elif role == CLOSE_CALL and mode == TOOL:
+        elif action == CLOSE_CALL and mode == TOOL:
             self.close_call("closed", out)
             self.enter(self.after_call, 0)
-        elif role == CLOSE_CALL and mode == REASONING and self.reasoning_call_open:
+        elif action == CLOSE_CALL and mode == REASONING and self.reasoning_call_open:
             self.release(out)
             self.lead = 0
             self.emit(self.spelled_atom(i), out)
@@ -545,7 +545,7 @@ cdef class ParserCore:
         else:
             spelling = self.spelled_atom(i)
             hint = ""
-            if role == CLOSE_THINK and self.reasoning is None:
+            if action == CLOSE_THINK and self.reasoning is None:
                 hint = " (if the prompt opened <think>, pass the prompt or in_reasoning=True)"
             self.error(position, f"unexpected {spelling} in {_MODE_NAMES[mode]}{hint}", spelling)
 
@@ -620,7 +620,7 @@ cdef class ParserCore:
         c.utf8 = Utf8Stream()
         c.utf8.pending = self.utf8.pending
         c.parse, c.spelled, c.is_atom, c.has_gaps = self.parse, self.spelled, self.is_atom, self.has_gaps
-        c.roles, c.decode_run, c.decode_text, c.open_call = self.roles, self.decode_run, self.decode_text, self.open_call
+        c.actions, c.decode_run, c.decode_text, c.open_call = self.actions, self.decode_run, self.decode_text, self.open_call
         c.reader = None if self.reader is None else self.reader.copy()
         c.mode, c.after_call, c.lead, c.held = self.mode, self.after_call, self.lead, self.held
         c.first_call_newlines, c.reasoning_calls = self.first_call_newlines, self.reasoning_calls

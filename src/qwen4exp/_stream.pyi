@@ -10,7 +10,7 @@ from typing_extensions import Self
 from .shapes import OpenAIDelta, ParsedCompletion
 
 #: What each structural atom does to the parser: action name -> code.
-ROLES: dict[str, int]
+ATOM_ACTIONS: dict[str, int]
 
 class Delta:
     """New output of one channel (docs/FORMAT.md, section 11)."""
@@ -51,7 +51,7 @@ class ParserCore:
     def __init__(
         self,
         tables: Any,
-        roles: dict[int, int],
+        actions: dict[int, int],
         decode_run: Callable[[NDArray[np.int32]], tuple[bytes | None, int]],
         decode_text: Callable[[list[int]], str],
         open_call: Callable[[int, int], Any],

@@ -49,7 +49,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ._stream import ROLES, Delta, ParserCore
+from ._stream import ATOM_ACTIONS, Delta, ParserCore
 from .errors import Qwen4ExpError, id_error
 from .markers import Marker
 from .segments import Kind, RenderedChat
@@ -122,13 +122,13 @@ class CompletionParser(ParserCore):
         # with a prompt, finish() checks that the message renders back to the completion
         self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms
-        roles = {i: ROLES["other"] for i in atoms.values()}
-        for marker, role in _STRUCTURE:
+        actions = {i: ATOM_ACTIONS["other"] for i in atoms.values()}
+        for marker, action in _STRUCTURE:
             if marker.value in atoms:
-                roles[atoms[marker.value]] = ROLES[role]
+                actions[atoms[marker.value]] = ATOM_ACTIONS[action]
         tables = tok._id_tables()
         super().__init__(
-            tables, roles, tok._native.decode_bytes, tok.decode, context.reader,
+            tables, actions, tok._native.decode_bytes, tok.decode, context.reader,
             in_reasoning, lead, 2 if xml else 1, calls_in_reasoning == "call",
         )
         self._n_vocab = tables.n_vocab
