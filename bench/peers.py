@@ -494,9 +494,11 @@ def _cached_dir(kind: str, make: Callable[[Path], None]) -> Path:
     return d
 
 
-def build_snaptokens() -> Peer:
+def _hf_style_peer(name: str, loader: str) -> Peer:
+    """A peer with HF tokenizers' API (encode(text).ids, encode_batch), its
+    Tokenizer built by the class method `loader` from tokenizer.json."""
     t0 = time.perf_counter()
-    tok = _import_or_skip("snaptokens").Tokenizer.from_file(str(TOKENIZER_JSON))
+    tok = getattr(_import_or_skip(name).Tokenizer, loader)(str(TOKENIZER_JSON))
     tok.encode("warm up", add_special_tokens=False)
     load = time.perf_counter() - t0
 
@@ -504,12 +506,16 @@ def build_snaptokens() -> Peer:
         return tok.encode(text, add_special_tokens=False).ids
 
     def batch(texts, num_threads=None):
-        _check_rayon_threads("snaptokens", num_threads)
+        _check_rayon_threads(name, num_threads)
         return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
-    return Peer("snaptokens", encode, batch,
-                f"snaptokens {_version('snaptokens')} Tokenizer.from_file(tokenizer.json).encode, "
+    return Peer(name, encode, batch,
+                f"{name} {_version(name)} Tokenizer.{loader}(tokenizer.json).encode, "
                 f"RAYON_NUM_THREADS={BENCH_THREADS}", load, batch_threads_in_process=False)
+
+
+def build_snaptokens() -> Peer:
+    return _hf_style_peer("snaptokens", "from_file")
 
 
 QUICKTOK_NAME = "qwen4exp_bench_qwen3"
@@ -545,21 +551,7 @@ def build_quicktok() -> Peer:
 
 
 def build_tokie() -> Peer:
-    t0 = time.perf_counter()
-    tok = _import_or_skip("tokie").Tokenizer.from_json(str(TOKENIZER_JSON))
-    tok.encode("warm up", add_special_tokens=False)
-    load = time.perf_counter() - t0
-
-    def encode(text):
-        return tok.encode(text, add_special_tokens=False).ids
-
-    def batch(texts, num_threads=None):
-        _check_rayon_threads("tokie", num_threads)
-        return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
-
-    return Peer("tokie", encode, batch,
-                f"tokie {_version('tokie')} Tokenizer.from_json(tokenizer.json).encode, "
-                f"RAYON_NUM_THREADS={BENCH_THREADS}", load, batch_threads_in_process=False)
+    return _hf_style_peer("tokie", "from_json")
 
 
 TUETOKEN_REPO = "qwen4exp-bench/Qwen3"
