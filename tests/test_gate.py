@@ -1,6 +1,7 @@
 """`qwen4exp gate`: passes on both bundled vocabularies, fails on
 tampered tokenizer files naming the check and the atom, and keeps its exit codes."""
 
+import copy
 import importlib.util
 import json
 import os
@@ -12,6 +13,7 @@ import qwen4exp
 from qwen4exp import gate
 from qwen4exp.cli.main import main
 
+from _hf_reference import tokenizer_json
 from conftest import REPO, TOKENIZER_JSON
 
 
@@ -84,8 +86,9 @@ def test_oracle_covers_the_design_note_cases():
 
 
 def tampered(tmp_path, edit):
-    with open(TOKENIZER_JSON, encoding="utf-8") as f:
-        raw = json.load(f)
+    # the parsed file is cached (_hf_reference); the edits touch added_tokens only
+    raw = dict(tokenizer_json(TOKENIZER_JSON))
+    raw["added_tokens"] = copy.deepcopy(raw["added_tokens"])
     edit(raw)
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(raw), encoding="utf-8")
