@@ -9,6 +9,15 @@ cdef void *q4_malloc_huge(size_t n) noexcept nogil
 cdef void q4_free_huge(void *p, size_t n) noexcept nogil
 cdef void q4_free(void *p) noexcept nogil
 
+
+cdef inline Py_ssize_t doubled_capacity(Py_ssize_t cap, Py_ssize_t need, Py_ssize_t first) noexcept nogil:
+    """The capacity a buffer of `cap` grows to for `need` items: doubled from
+    `cap` (or from `first` when empty) until it holds them."""
+    cap = cap * 2 if cap else first
+    while cap < need:
+        cap *= 2
+    return cap
+
 ctypedef void *q4_lock
 ctypedef void (*q4_thread_fn)(void *) noexcept nogil
 

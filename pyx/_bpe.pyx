@@ -24,7 +24,7 @@ bpe_merge_unknown (pyx/_lookup.pyx, encode_slow).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free, doubled_capacity
 from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
                                     hash_bytes)
 from qwen4exp._char_starts cimport CharStarts, char_starts_init, char_starts_free, first_symbols
@@ -330,9 +330,7 @@ cdef int reserve_scratch(Worker *w, Py_ssize_t n) noexcept nogil:
     cdef void *p
     if n <= w.scratch_cap:
         return 0
-    cap = w.scratch_cap * 2 if w.scratch_cap else 256
-    while cap < n:
-        cap *= 2
+    cap = doubled_capacity(w.scratch_cap, n, 256)
     # Each buffer is swapped in as soon as it is grown, so a failure half-way
     # leaves every pointer valid (scratch_cap only moves once all succeeded).
     p = q4_realloc(w.sym, <size_t> cap * sizeof(int32_t))

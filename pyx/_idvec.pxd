@@ -1,7 +1,7 @@
 # A growable int32 vector owned by native code (ids under construction).
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
-from qwen4exp._alloc cimport q4_realloc, q4_free
+from qwen4exp._alloc cimport q4_realloc, q4_free, doubled_capacity
 
 
 cdef struct IdVec:
@@ -17,9 +17,7 @@ cdef inline int idvec_reserve(IdVec *v, Py_ssize_t extra) noexcept nogil:
     cdef int32_t *grown
     if need <= v.cap:
         return 0
-    cap = v.cap * 2 if v.cap else 64
-    while cap < need:
-        cap *= 2
+    cap = doubled_capacity(v.cap, need, 64)
     grown = <int32_t *> q4_realloc(v.data, <size_t> cap * sizeof(int32_t))
     if grown == NULL:
         return -1
