@@ -236,6 +236,47 @@ def test_renderer_refusals(renderers):
         _render(ours, [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
 
 
+def _png_data_url(width: int, height: int, rgb: tuple[int, int, int]) -> str:
+    """A data: URL of a width x height PNG of one colour (zlib + struct: no download, no PIL)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+
+    rows = b"".join(b"\0" + bytes(rgb) * width for _ in range(height))
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def test_media_on_a_text_only_model_is_refused_as_vllm_does(renderers):
+    """An image on a text-only architecture: vLLM's hf renderer fails with its
+    multimodal registry's reason (a ValueError, HTTP 400); the qwen4exp
+    renderer gives the same reason as a 400 naming the part, before fetching
+    anything (a broken data: URL gets the same answer), for every media shape
+    vLLM's request model reads."""
+    _, _, ours, hf = renderers
+    image = {"type": "image_url", "image_url": {"url": _png_data_url(5, 3, (200, 10, 10))}}
+    messages = [{"role": "user", "content": "first"},
+                {"role": "user", "content": [{"type": "text", "text": "look"}, image]}]
+    with pytest.raises(ValueError) as hf_error:
+        _render(hf, messages)
+    reason = str(hf_error.value)
+    assert reason.endswith("is not a multimodal model")
+    broken = {"type": "image_url", "image_url": {"url": "data:image/png;base64,!!"}}
+    shapes = [image, broken, {"image_url": image["image_url"]["url"]},
+              {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}},
+              {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]
+    for part in shapes:
+        content = [{"type": "text", "text": "look"}, part]
+        with pytest.raises(VLLMValidationError, match=r"messages\[1\]\.content\[1\]") as ours_error:
+            _render(ours, [messages[0], {"role": "user", "content": content}])
+        assert reason in str(ours_error.value), part
+        assert ours_error.value.parameter == "messages"
+
+
 def test_renderer_accepts_openai_shapes(renderers):
     """Content as text parts, `reasoning` or `reasoning_content`, arguments as
     a JSON string (vLLM's request model takes no other), tool_call_id: the same

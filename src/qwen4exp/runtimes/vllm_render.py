@@ -48,13 +48,42 @@ def _tools(tools: Any) -> list | None:
     return out
 
 
+#: The content parts vLLM's request model reads as media (vllm/renderers/
+#: chat_utils.py, MM_PARSER_MAP), and the Qwen templates' own two types; a part
+#: without a type is media when it has one of these keys, as vLLM reads it.
+_MEDIA_TYPES = frozenset({"image_url", "input_image", "image_pil", "image_embeds", "audio_url",
+                          "input_audio", "audio_embeds", "video_url", "video_embeds", "image", "video"})
+
+
+def _first_media_part(messages: Any) -> tuple[int, int, Any] | None:
+    """(message, part, type) of the first media content part, or None. Only
+    list contents are read (vLLM hands validated lists)."""
+    if not isinstance(messages, list):
+        return None
+    for i, msg in enumerate(messages):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind in _MEDIA_TYPES or (kind is None and not _MEDIA_TYPES.isdisjoint(part)):
+                return i, j, kind
+    return None
+
+
+def _refuse_part(i: int, j: int, kind: Any, reason: str) -> VLLMValidationError:
+    return _refuse(f"messages[{i}].content[{j}]: {kind!r} parts are not supported ({reason})", "messages")
+
+
 def _message(msg: Any, i: int) -> Any:
     """One OpenAI message in render_chat's shape. vLLM hands the request's
     messages as dicts; `reasoning` (vLLM's and newer OpenAI clients' name) is
     `reasoning_content`, and `developer` is `system` (as vLLM maps it for
-    templates without that role); media parts are refused. Everything else is
-    passed as sent:
-    render_chat reads content strings or text parts, tool calls with
+    templates without that role); parts other than text are refused (the
+    renderer says why for media parts first). Everything else is passed as
+    sent: render_chat reads content strings or text parts, tool calls with
     arguments as a dict or a JSON string, and ignores `tool_call_id`/`name`."""
     if not isinstance(msg, dict):
         return msg  # render_chat names what is wrong with it
@@ -65,8 +94,7 @@ def _message(msg: Any, i: int) -> Any:
             if kind != "text":
                 # The 3.5+ formats would write an image's placeholder, but vLLM
                 # would get no image: refuse instead of prompting without it.
-                raise _refuse(f"messages[{i}].content[{j}]: {kind!r} parts are not supported (the "
-                              "qwen4exp renderer passes text only)", "messages")
+                raise _refuse_part(i, j, kind, "the qwen4exp renderer passes text only")
     role = msg.get("role")
     reasoning = msg.get("reasoning")
     if role != "developer" and reasoning is None:
@@ -146,12 +174,28 @@ class Qwen4ExpRenderer(BaseRenderer):
 
     def render_messages(self, messages, params):
         tok = self.get_tokenizer()
+        media = _first_media_part(messages)
+        if media is not None:
+            raise self._media_refusal(*media)
         kwargs = dict(params.chat_template_kwargs or {})
         if params.chat_template is not None:  # the request's own, or the server's --chat-template
             kwargs["chat_template"] = params.chat_template
         chat, ids = render_request(tok, messages, kwargs)
         # The prompt text is for logs and return_prompt_text only: vLLM uses the ids.
         return _conversation(messages), {"prompt_token_ids": ids, "prompt": chat.text}
+
+    def _media_refusal(self, i: int, j: int, kind: Any) -> VLLMValidationError:
+        """The HTTP 400 for a media part, before any media is fetched. A
+        text-only architecture gets the reason vLLM's `hf` renderer gives
+        (its multimodal registry's ValueError, also a 400); a vision one is
+        told that this renderer does not pass media to vLLM's processor
+        (docs/RUNTIMES.md, "Media")."""
+        config = self.model_config
+        if not config.is_multimodal_model:
+            name = config.served_model_name or config.model
+            return _refuse_part(i, j, kind, f"{name} is not a multimodal model")
+        return _refuse_part(i, j, kind, "the qwen4exp renderer does not pass images or videos to "
+                            "vLLM's multimodal processor; see docs/RUNTIMES.md, Media")
 
     async def render_messages_async(self, messages, params):
         # About 0.1 ms for a 4 KB chat: cheaper inline than through a thread pool.
