@@ -277,6 +277,21 @@ def test_media_on_a_text_only_model_is_refused_as_vllm_does(renderers):
         assert ours_error.value.parameter == "messages"
 
 
+def test_media_on_a_vision_model_is_refused(renderers, monkeypatch):
+    """On a vision architecture (a multimodal config: vLLM 0.32's CPU build
+    cannot load a Qwen vision one, docs/RUNTIMES.md "Media") the 400 says the
+    renderer does not pass media, rather than prompting without the image."""
+    from vllm.config import MultiModalConfig
+
+    _, _, ours, _ = renderers
+    monkeypatch.setattr(ours.model_config, "multimodal_config", MultiModalConfig())
+    assert ours.model_config.is_multimodal_model
+    content = [{"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}}]
+    with pytest.raises(VLLMValidationError, match=r"messages\[0\]\.content\[0\]: 'video_url' parts are not "
+                       r"supported \(the qwen4exp renderer does not pass images or videos"):
+        _render(ours, [{"role": "user", "content": content}])
+
+
 def test_renderer_accepts_openai_shapes(renderers):
     """Content as text parts, `reasoning` or `reasoning_content`, arguments as
     a JSON string (vLLM's request model takes no other), tool_call_id: the same
