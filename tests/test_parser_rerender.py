@@ -14,12 +14,12 @@ differ (tokenization, not the message).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qwen4exp
 from _formats_reference import FORMATS, VOCAB_OF, XML_FORMATS
 from _parser_states import IM_END, THINK_END, TOOL_CALL, TOOL_CALL_END, ids_of
+from helpers import property_tests
 
 HISTORY = [{"role": "user", "content": "Weather?"}]
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
@@ -76,21 +76,13 @@ def _completions(draw):
     return fmt, _options(fmt, thinking), parts
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_completions())
-def test_a_message_without_reports_renders_back_to_the_completion(toks, case):
-    fmt, options, parts = case
+def _check_completion(toks, fmt, options, parts):
     tok = toks[VOCAB_OF[fmt]]
     check_promise(tok, fmt, options, ids_of(tok, parts))
 
 
-@pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_completions())
-def test_a_message_without_reports_renders_back_many(toks, case):
-    fmt, options, parts = case
-    tok = toks[VOCAB_OF[fmt]]
-    check_promise(tok, fmt, options, ids_of(tok, parts))
+test_a_message_without_reports_renders_back_to_the_completion, test_a_message_without_reports_renders_back_many = \
+    property_tests(_check_completion, _completions(), 200, 2000)
 
 
 def test_newlines_before_a_call_after_a_thinking_off_prompt(toks):
