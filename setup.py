@@ -33,9 +33,10 @@ def _load_compiler():
 
 COMPILER = _load_compiler()
 COMPILED = tuple(v.compiled for v in COMPILER.VOCABULARIES.values())
-# vocab/ files copied into the package beside the compiled vocabularies: each
-# vocabulary's license notice, and Qwen3's tokenizer files (the gate's reference).
-DATA_FILES = ("tokenizer.json", "tokenizer_config.json",
+# vocab/ files copied into the package beside the compiled vocabularies: the
+# vocabularies' manifest, each one's license notice, and Qwen3's tokenizer files
+# (the gate's reference).
+DATA_FILES = ("tokenizer.json", "tokenizer_config.json", COMPILER.MANIFEST,
               *dict.fromkeys(v.license for v in COMPILER.VOCABULARIES.values()))
 
 

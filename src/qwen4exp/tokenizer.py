@@ -60,8 +60,8 @@ def vocabularies() -> tuple[str, ...]:
 class Tokenizer:
     """Qwen byte-level BPE with provenance-aware segment encoding.
 
-    `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer("qwen3.6")`
-    (alias "qwen3.5") the Qwen3.5/3.6 one (no network; see `vocabularies()`);
+    `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer(name)` any
+    bundled one by name or alias (no network; `vocabularies()` lists them);
     `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
 
     `cache_size`: pieces each thread's own cache holds at first (the words it

