@@ -259,3 +259,26 @@ def test_stop_dropped_inside_a_callback_is_raised_again(signum, capsys):
     assert sys.unraisablehook is hook
     assert {s: signal.getsignal(s) for s in COMMON_SIGNALS} == before
     assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_stop_wins_over_the_error_it_caused(capsys):
+    """A stop signal's exception raised inside a blocking wait can surface as
+    another error (a Condition's lock released twice: RuntimeError); the run
+    is still reported as stopped by that signal, with nothing written."""
+    import signal as signals_module
+
+    from qwen4exp.cli import batch
+
+    class Received:  # StopSignals after a SIGTERM
+        received = signals_module.SIGTERM
+
+        def hold(self):
+            pass
+
+    code = batch.abandon_run(RuntimeError("cannot release un-acquired lock"), Received(), None, None, None,
+                             None, None)
+    assert code == 128 + signals_module.SIGTERM
+    assert "stopped by SIGTERM; nothing written" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="not a stop"):  # without a stop, the error is raised again
+        Received.received = None
+        batch.abandon_run(RuntimeError("not a stop"), Received(), None, None, None, None, None)

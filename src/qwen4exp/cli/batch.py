@@ -340,6 +340,11 @@ def abandon_run(exc: BaseException, signals, progress, sink, engine, policy, err
     stop signal, else `exc` raised again (after the --errors file of a stop
     on a bad record)."""
     signals.hold()  # the cleanup itself cannot be interrupted
+    if signals.received is not None and not isinstance(exc, (Stopped, KeyboardInterrupt)):
+        # The signal's exception, raised inside a blocking wait, can surface as
+        # another one (a Condition whose lock it left released raises
+        # RuntimeError on the way out): the stop is what ended the run.
+        exc = _stop_exception(signals.received)
     for part in (progress, sink):
         if part is not None:
             (part.close if part is progress else part.discard)()
