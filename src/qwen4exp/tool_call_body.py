@@ -12,6 +12,7 @@ the held run is looked at again once, when text that can decide it comes.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 import json
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -61,7 +62,7 @@ def _decides(hold: int, text: str) -> bool:
     return '"' in text or "\\" in text
 
 
-class CallBody:
+class CallBody(ABC):
     """One call's body in one form as it streams. `buf` is the text not yet
     decided; `state` indexes the subclass's STEPS, each of which reads `buf`
     and returns whether to run again. `finish(body, out)` gives the
@@ -71,10 +72,10 @@ class CallBody:
     STEPS: ClassVar[Sequence[Callable[[Any, bool, list], bool]]] = ()
 
     @staticmethod
+    @abstractmethod
     def opens(text: str, i: int, final: bool) -> int | None:
         """Where the body's text starts when `text[i:]` (not whitespace) opens a
         body of this form; -1 while it may still (more text decides), else None."""
-        raise NotImplementedError
 
     def __init__(self, ctx: Any, index: int, buf: str, state: int) -> None:
         self.ctx, self.index = ctx, index

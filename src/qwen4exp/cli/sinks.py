@@ -15,6 +15,7 @@ limit, an I/O error) is an OutputError (exit 4) and leaves neither file.
 from __future__ import annotations
 
 import io
+from abc import ABC, abstractmethod
 import os
 import stat
 from typing import Any
@@ -86,7 +87,7 @@ def _temp_beside(target: str, name: str):
     return fd, tmp
 
 
-class Sink:
+class Sink(ABC):
     """OUT in one file format: written to a temporary file beside OUT (or
     beside the file a link at OUT points to) chunk by chunk (`write`), and
     renamed into place by `commit` (or removed by `discard`). A subclass is
@@ -147,15 +148,17 @@ class Sink:
             pass
         self.tmp = None
 
+    @abstractmethod
     def _open(self, fd: int) -> None:
-        raise NotImplementedError
+        """Start writing the format to the temporary file `fd`."""
 
+    @abstractmethod
     def _write(self, index, flat, offsets, masks, kept) -> None:
-        raise NotImplementedError
+        """Write one chunk's rows."""
 
+    @abstractmethod
     def _close(self) -> None:
         """Finish the temporary file and make it durable (fsync)."""
-        raise NotImplementedError
 
     def _abandon(self) -> None:
         """Close the temporary file without finishing it."""
