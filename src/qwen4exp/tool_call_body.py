@@ -138,7 +138,7 @@ class CallBody(ABC):
         out.append(Delta("tool_call", "", self.index, name=name, call_id=self.id))
         return schemas.get(name)
 
+    @abstractmethod
     def finish(self, body: str, out: list) -> tuple[str | None, str]:
         """(the arguments, "") or (None, why the body is invalid); `body` is the
         call's whole text."""
-        raise NotImplementedError
