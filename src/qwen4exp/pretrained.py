@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import lru_cache
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +42,6 @@ __all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template"]
 # The compiled arrays that decide ids and decoded text (not the source checksum).
 _CONTENT = ("token_bytes", "token_offsets", "merges", "atom_ids", "atom_special", "atom_bytes",
             "atom_offsets", "marks", "ignore_merges")
-_bundled_digests: dict[str, str] = {}
 # Other JSON files of a model folder that the tokenizer keeps for its runtimes.
 _KEPT_FILES = ("preprocessor_config.json",)
 
@@ -56,12 +56,12 @@ def vocabulary_digest(arrays) -> str:
     return h.hexdigest()
 
 
-def _bundled_digest(name: str) -> str:
-    digest = _bundled_digests.get(name)
-    if digest is None:
-        with np.load(os.path.join(DATA_DIR, VOCABULARIES[name].compiled)) as z:
-            digest = _bundled_digests[name] = vocabulary_digest(z)
-    return digest
+@lru_cache(maxsize=None)
+def _bundled_fact(name: str, fact: str) -> str:
+    """A bundled vocabulary's checksum of its source file ("source") or of its
+    compiled contents ("content", vocabulary_digest), read once."""
+    with np.load(os.path.join(DATA_DIR, VOCABULARIES[name].compiled)) as z:
+        return z["source_sha256"].tobytes().hex() if fact == "source" else vocabulary_digest(z)
 
 
 def _read_json(path: str, what: str) -> dict | None:
@@ -140,28 +140,17 @@ def _vocabulary(cls, source: str, cache_size: int, encode_threads: int | None):
     else the file's own."""
     raw_sha = hashlib.sha256(read_regular_file(source)).hexdigest()
     for name, vocab in VOCABULARIES.items():  # the very file a vocabulary was built from
-        if vocab.kind == "tokenizer.json" and _source_sha(name) == raw_sha:
+        if vocab.kind == "tokenizer.json" and _bundled_fact(name, "source") == raw_sha:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
     arrays = compiled_file(source)
     digest = vocabulary_digest(arrays)
     for name in VOCABULARIES:
-        if _bundled_digest(name) == digest:
+        if _bundled_fact(name, "content") == digest:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
     tok = cls.__new__(cls)
     tok._vocab_name = None
     tok._init_arrays(arrays, cache_size, encode_threads)
     return tok
-
-
-_source_shas: dict[str, str] = {}
-
-
-def _source_sha(name: str) -> str:
-    sha = _source_shas.get(name)
-    if sha is None:
-        with np.load(os.path.join(DATA_DIR, VOCABULARIES[name].compiled)) as z:
-            sha = _source_shas[name] = z["source_sha256"].tobytes().hex()
-    return sha
 
 
 def _check_embedding(folder: str, config: dict[str, Any], tok) -> None:
