@@ -19,7 +19,7 @@ import numpy as np
 from . import _vocab_compile
 from . import media as _media
 from .chat import render_chat as _render_chat
-from .formats import ChatFormat, chat_format as _format_named, default_format
+from .formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
 from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from ._encoder import NativeTokenizer
 from ._faults import InitFault
@@ -257,8 +257,6 @@ class Tokenizer:
 
     def chat_formats(self) -> tuple[str, ...]:
         """The chat formats this tokenizer renders and encodes (its vocabulary's)."""
-        from .formats import formats_of_vocabulary
-
         return formats_of_vocabulary(self._family)
 
     def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
