@@ -16,3 +16,8 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept
 # Take the job back from member `i` if it has not started it, else wait for
 # fn to return. Callable without the GIL.
 cdef void crew_collect(int i) noexcept nogil
+# Wait until *flag (set by another thread with release order) is nonzero,
+# pausing up to `spins` times before each sched_yield: a helper finishing its
+# part is usually a fraction of a microsecond away, a syscall is not.
+# Returns once set, or after `yields` yields (0: keep waiting).
+cdef bint crew_wait(int *flag, int spins, Py_ssize_t yields) noexcept nogil

@@ -11,9 +11,12 @@ wake: whatever the crew does not take, the caller does itself.
 
 After a job a member spins for SPIN_NS, so that the next post (the next
 document of a loop, the next part of a text) is taken at once; then it
-sleeps on its `wake` lock until a poster gives it. The hand-off between a
-member going to sleep and a poster is the Dekker pattern on `state` and
-`sleeping` with sequentially consistent atomics, and exactly one give
+sleeps on its `wake` lock until a poster gives it. A post is a release
+store with no fence after it, so the poster goes on at once instead of
+waiting for the member's core to give up the mailbox's line; a poster that
+reads `sleeping` before the member's store of it is visible misses that
+member falling asleep, does the whole job itself and takes the post back
+in crew_collect, and the next post wakes the member. Exactly one give
 answers each sleep (the side that flips `sleeping` from 1 to 0 owns it).
 
 Members start on first need and are never stopped; a forked child starts
@@ -37,6 +40,8 @@ cdef extern from *:
     #endif
     #define q4_load(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
     #define q4_store(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+    #define q4_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+    #define q4_peek(p) __atomic_load_n((p), __ATOMIC_RELAXED)
     static inline int q4_swap_if(int *p, int expect, int to) {
         return __atomic_compare_exchange_n(p, &expect, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
@@ -44,6 +49,8 @@ cdef extern from *:
     void q4_pause() nogil
     int q4_load(int *p) nogil
     void q4_store(int *p, int v) nogil
+    void q4_publish(int *p, int v) nogil
+    int q4_peek(int *p) nogil
     bint q4_swap_if(int *p, int expect, int to) nogil
     int sched_yield() nogil
 
@@ -54,6 +61,7 @@ cdef enum:
     DONE = 3
     SPIN_NS = 150000        # a member waits this long for the next job before it sleeps
     SPIN_CHECK = 64         # pauses between two looks at the clock
+    WAIT_PAUSES = 64        # crew_collect: pauses between two yields while a member finishes
 
 
 cdef struct Member:
@@ -79,8 +87,8 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept:
             continue  # helping another caller
         m.fn = fn
         m.arg = arg
-        q4_store(&m.state, POSTED)
-        if q4_load(&m.sleeping) and q4_swap_if(&m.sleeping, 1, 0):
+        q4_publish(&m.state, POSTED)
+        if q4_peek(&m.sleeping) and q4_swap_if(&m.sleeping, 1, 0):
             q4_lock_give(m.wake)
         return i
     return -1
@@ -91,8 +99,31 @@ cdef void crew_collect(int i) noexcept nogil:
     if q4_swap_if(&m.state, POSTED, IDLE):
         return  # never started: nothing of the caller's was touched
     while q4_load(&m.state) != DONE:
-        sched_yield()
+        pause_while(&m.state, RUNNING, WAIT_PAUSES)
+        if q4_load(&m.state) != DONE:
+            sched_yield()
     q4_store(&m.state, IDLE)
+
+
+cdef inline void pause_while(int *p, int value, int spins) noexcept nogil:
+    """Pause while *p == value, at most `spins` times."""
+    cdef int k
+    for k in range(spins):
+        if q4_load(p) != value:
+            return
+        q4_pause()
+
+
+cdef bint crew_wait(int *flag, int spins, Py_ssize_t yields) noexcept nogil:
+    cdef Py_ssize_t y = 0
+    while True:
+        pause_while(flag, 0, spins)
+        if q4_load(flag) != 0:
+            return True
+        if yields and y >= yields:
+            return False
+        sched_yield()
+        y += 1
 
 
 cdef bint start_member(Member *m) noexcept:

@@ -50,9 +50,12 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
-    SPLIT_MIN = 512         # encode(): texts from this many UTF-8 bytes are split across threads
-                            # (tuned on fresh documents: 256-1024 alike, 2048 and up slower)
-    SPLIT_PART = 2048       # into parts of at least this many bytes, up to 4 per thread (balance)
+    SPLIT_MIN = 4096        # encode(): texts from this many UTF-8 bytes are split across threads
+                            # (docs/PERFORMANCE.md, "One text on several threads")
+    SPLIT_PART = 2048       # into parts of at least this many bytes: one per thread,
+    LONG_PART = 65536       # or, for a text of this many bytes a thread or more,
+    PARTS_PER_THREAD = 4    # up to this many per thread (balance)
+    LOCAL_PARTS = 16        # encode_cut keeps this many parts' bookkeeping on its stack
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
 
 
@@ -73,6 +76,16 @@ def _set_split_min(Py_ssize_t n):
     old = _split_min
     _split_min = max(n, 2)
     return old
+
+
+cdef inline Py_ssize_t split_count(Py_ssize_t n, Py_ssize_t threads) noexcept nogil:
+    """How many parts encode_parts cuts a text of n bytes into: one per
+    thread, since each part costs a hand-off and its own ids to join, and a
+    helper that starts at once finishes an equal part about when the caller
+    does; a long text gets up to PARTS_PER_THREAD each, claimed as threads
+    come free, so that one slow part does not hold up the others."""
+    cdef Py_ssize_t per = max(1, min(PARTS_PER_THREAD, n // (threads * LONG_PART)))
+    return max(2, min(threads * per, n // SPLIT_PART))
 
 
 cdef class NativeTokenizer:
@@ -384,17 +397,23 @@ cdef class NativeTokenizer:
         """encode_parts' run: cut s into parts, encode them on the crew and join
         their ids into one list. mode STREAM_NFC: s is NFC; STREAM_PART: s may
         not be, and None is returned, nothing encoded, when a cut is not
-        before a stable starter, or after the run when a part is not NFC."""
+        before a stable starter, or after the run when a part is not NFC.
+        The usual few parts live on this stack, and each part's ids get their
+        whole room here before the run (a part has no more ids than bytes),
+        so that no helper allocates what this thread frees."""
+        cdef Stream local_streams[LOCAL_PARTS]
+        cdef int64_t local_bounds[LOCAL_PARTS + 1]
         cdef Py_ssize_t k, count, total, at
         cdef Stream *streams = NULL
-        cdef int64_t *bounds = NULL
+        cdef int64_t *bounds = local_bounds
         cdef bint whole = True
         cdef list out
+        count = split_count(n, self.encode_threads)
         try:
-            count = max(2, min(4 * self.encode_threads, n // SPLIT_PART))
-            bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
-            if bounds == NULL:
-                raise MemoryError("out of memory while splitting a text")
+            if count > LOCAL_PARTS:
+                bounds = <int64_t *> q4_malloc(<size_t> (count + 1) * sizeof(int64_t))
+                if bounds == NULL:
+                    raise MemoryError("out of memory while splitting a text")
             with nogil:
                 count = split_points(s, n, count, self.letters, bounds)
                 if mode == STREAM_PART:
@@ -404,11 +423,17 @@ cdef class NativeTokenizer:
                             break
             if not whole:
                 return None
-            streams = new_streams(count)
+            if count > LOCAL_PARTS:
+                streams = new_streams(count)
+            else:
+                streams = local_streams
+                memset(streams, 0, <size_t> count * sizeof(Stream))
             for k in range(count):
                 streams[k].data = s + bounds[k]
                 streams[k].n = bounds[k + 1] - bounds[k]
                 streams[k].m = mode
+                if idvec_reserve(&streams[k].ids, streams[k].n + 4) < 0:  # 4: room for a hit's 16-byte copy
+                    raise MemoryError("out of memory while splitting a text")
             self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART)
             total = 0
             for k in range(count):
@@ -422,9 +447,13 @@ cdef class NativeTokenizer:
                 at += streams[k].ids.len
             return out
         finally:
-            if streams != NULL:
+            if streams == local_streams:
+                for k in range(count):
+                    idvec_free(&streams[k].ids)
+            elif streams != NULL:
                 free_streams(streams, count)
-            q4_free(bounds)
+            if bounds != local_bounds:
+                q4_free(bounds)
 
     def part_bounds(self, bytes data, Py_ssize_t count):
         """Test hook: the part boundaries encode_parts would use for NFC UTF-8
@@ -620,7 +649,7 @@ cdef class NativeTokenizer:
         try:
             return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every)
         finally:
-            for k in range(n):
+            for k in range(n - 1, -1, -1):  # workers[0] back on top: each thread keeps its worker's memory
                 self.release(workers[k])
             if workers != &single:
                 q4_free(workers)

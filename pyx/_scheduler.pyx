@@ -16,11 +16,12 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memset
 
 from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._crew cimport crew_post, crew_collect
+from qwen4exp._crew cimport crew_post, crew_collect, crew_wait
 from qwen4exp._idvec cimport idvec_free
 
 cdef enum:
     WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
+    WAIT_PAUSES = 64        # pauses before each of those yields (a part is often about to end)
 
 
 cdef struct Batch:
@@ -77,7 +78,7 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
     of memory. The caller owns the workers and frees the streams after."""
     cdef Batch batch
     cdef Helper *helpers = NULL
-    cdef Py_ssize_t k, started = 0, converted = 0, spins
+    cdef Py_ssize_t k, started = 0, converted = 0
     cdef list results = [None] * count
     cdef bint out_of_memory = False, more = True
     cdef Stream *st
@@ -109,10 +110,7 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
             st = &streams[k]
             while not q4_is_done(&st.done):
                 with nogil:
-                    spins = 0
-                    while spins < WAIT_SPINS and not q4_is_done(&st.done):
-                        sched_yield()
-                        spins += 1
+                    crew_wait(&st.done, WAIT_PAUSES, WAIT_SPINS)
                 PyErr_CheckSignals()
             out_of_memory |= convert(ctx, st, results, k)
     finally:
