@@ -33,6 +33,11 @@ cdef class NativeTokenizer:
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
     cdef IdInts _id_ints       # the ids' static int objects, for building lists
+    # encode()'s ids of a short text, kept from call to call (no allocation
+    # each time); used under the GIL only, and never by a call that runs
+    # while another one is filling it (a finalizer during the list's build).
+    cdef IdVec short_out
+    cdef bint short_out_busy
     cdef ShortSlot fixed_homes[FIXED_SLOTS]  # the homes of one-byte and uncached pieces (_lookup)
 
     cdef Worker *acquire(self) except NULL

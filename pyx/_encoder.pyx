@@ -56,6 +56,7 @@ cdef enum:
     LONG_PART = 65536       # or, for a text of this many bytes a thread or more,
     PARTS_PER_THREAD = 4    # up to this many per thread (balance)
     LOCAL_PARTS = 16        # encode_cut keeps this many parts' bookkeeping on its stack
+    NOGIL_MIN = 1024        # encode() of a shorter text keeps the GIL (other threads wait microseconds)
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
 
 
@@ -171,6 +172,7 @@ cdef class NativeTokenizer:
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
         cache_free(&self.shared_cache)
+        idvec_free(&self.short_out)
 
     def char_starts(self, bytes piece=None):
         """For tests (pyx/_char_starts.pyx): the start table and fragment rules,
@@ -342,8 +344,11 @@ cdef class NativeTokenizer:
         cdef const char *s = PyUnicode_AsUTF8AndSize(text, &n)
         cdef Worker *w = self.acquire()
         cdef int rc
-        with nogil:
+        if n < NOGIL_MIN:  # a few microseconds: releasing and taking the GIL back would cost 2-3% of them
             rc = self.encode_data(w, <const uint8_t *> s, n, out)
+        else:
+            with nogil:
+                rc = self.encode_data(w, <const uint8_t *> s, n, out)
         self.release(w)
         return rc
 
@@ -356,6 +361,15 @@ cdef class NativeTokenizer:
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
         if n >= _split_min and self.encode_threads > 1:
             return self.encode_parts(text)
+        if n < NOGIL_MIN and not self.short_out_busy:
+            self.short_out_busy = True
+            try:
+                if self.encode_text(text, &self.short_out) < 0:
+                    raise MemoryError("out of memory while tokenizing")
+                return idvec_to_list(&self.short_out, self._id_ints)
+            finally:
+                self.short_out.len = 0
+                self.short_out_busy = False
         memset(&out, 0, sizeof(IdVec))
         try:
             if self.encode_text(text, &out) < 0:
