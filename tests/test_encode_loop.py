@@ -82,3 +82,37 @@ def test_caches_that_grow_keep_their_words(cache_size, vocab, vocab_hf):
         assert [tok.encode(t) for t in texts] == want
         assert [tok.encode(t) for t in texts] == want
         assert tok.encode_batch(texts, num_threads=2) == want
+
+
+def test_encode_from_a_finalizer_during_encode(tok):
+    """encode() of a short text keeps its ids in a vector it reuses; a
+    finalizer run by the collector from inside the call (when the ids' list
+    is allocated) that encodes a text itself must not write into it."""
+    import gc
+
+    reference = qwen4exp.Tokenizer(encode_threads=1, cache_size=0)
+    inner = []
+
+    class Trap:
+        def __del__(self):
+            inner.append(tok.encode("inner text"))
+
+    native_encode = tok._native.encode  # no Python frame between the collector and the list's allocation
+    old = gc.get_threshold()
+    got = []
+    try:
+        for i in range(50):
+            hold = [[] for _ in range(200)]  # no spare list objects: the ids' list is a new allocation
+            gc.collect()
+            trap = Trap()
+            trap.cycle = trap  # only the collector frees it
+            del trap
+            gc.set_threshold(1)  # the trap counted 1: the ids' list is the 2nd allocation, which collects
+            got.append(native_encode("outer text %d" % i))
+            gc.set_threshold(*old)
+            del hold
+    finally:
+        gc.set_threshold(*old)
+        gc.collect()
+    assert got == [reference.encode("outer text %d" % i) for i in range(50)]
+    assert inner == [reference.encode("inner text")] * 50
