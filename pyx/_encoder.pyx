@@ -50,7 +50,8 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
-    SPLIT_MIN = 4096        # encode(): texts from this many UTF-8 bytes are split across threads
+    SPLIT_MIN = 4096        # encode(): ASCII texts from this many UTF-8 bytes are split across threads,
+    SPLIT_MIN_WIDE = 1536   # others (slower a byte: more first-seen words) from this many
                             # (docs/PERFORMANCE.md, "One text on several threads")
     SPLIT_PART = 2048       # into parts of at least this many bytes: one per thread,
     LONG_PART = 65536       # or, for a text of this many bytes a thread or more,
@@ -67,15 +68,22 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)  # CPython keeps this flag with every str
+
+
 _CPUS = _cpu_count()  # threads encode() may use for one text, unless told otherwise
 cdef Py_ssize_t _split_min = SPLIT_MIN
+cdef Py_ssize_t _split_min_wide = SPLIT_MIN_WIDE
 
 
-def _set_split_min(Py_ssize_t n):
-    """Test and bench hook: split texts from n bytes (not SPLIT_MIN); returns the old value."""
-    global _split_min
-    old = _split_min
+def _set_split_min(Py_ssize_t n, wide=None):
+    """Test and bench hook: split ASCII texts from n bytes (not SPLIT_MIN)
+    and others from `wide` bytes (default n); returns the old (n, wide)."""
+    global _split_min, _split_min_wide
+    old = (_split_min, _split_min_wide)
     _split_min = max(n, 2)
+    _split_min_wide = max(n if wide is None else wide, 2)
     return old
 
 
@@ -359,7 +367,7 @@ cdef class NativeTokenizer:
         cdef IdVec out
         cdef Py_ssize_t n
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
-        if n >= _split_min and self.encode_threads > 1:
+        if self.encode_threads > 1 and n >= (_split_min if PyUnicode_IS_ASCII(text) else _split_min_wide):
             return self.encode_parts(text)
         if n < NOGIL_MIN and not self.short_out_busy:
             self.short_out_busy = True

@@ -40,7 +40,7 @@ def splitting_everything():
     try:
         yield
     finally:
-        _encoder._set_split_min(old)
+        _encoder._set_split_min(*old)
 
 
 @pytest.fixture
