@@ -116,3 +116,26 @@ def test_encode_from_a_finalizer_during_encode(tok):
         gc.collect()
     assert got == [reference.encode("outer text %d" % i) for i in range(50)]
     assert inner == [reference.encode("inner text")] * 50
+
+
+def test_a_new_tokenizer_reuses_released_tables_zeroed():
+    """A released tokenizer's large tables are kept for the next one, which
+    finds them zeroed: a tokenizer of another vocabulary in the first one's
+    worker cache (same size) gets its own ids, not the first one's."""
+    import gc
+
+    from qwen4exp import _alloc
+
+    first_vocab, second_vocab = qwen4exp.vocabularies()[:2]
+    text = " ".join(novel_words(3000, 7)) + " 中文字符的句子 ελληνικά λόγια"
+    want = qwen4exp.Tokenizer(second_vocab, encode_threads=1, cache_size=0).encode(text)
+    first = qwen4exp.Tokenizer(first_vocab, encode_threads=1)
+    first.encode(text)  # its worker cache now holds these words, with its vocabulary's ids
+    del first
+    gc.collect()
+    kept = _alloc.spare_bytes()
+    assert kept > 0
+    second = qwen4exp.Tokenizer(second_vocab, encode_threads=1)
+    assert second.encode(text) == want
+    assert _alloc.spare_bytes() < kept  # its tables and worker cache took some of them
+    assert second.encode(text) == want  # from its cache
