@@ -7,6 +7,7 @@ cdef void *q4_malloc(size_t n) noexcept nogil
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil
 cdef void *q4_malloc_huge(size_t n) noexcept nogil
 cdef void q4_free_huge(void *p, size_t n) noexcept nogil
+cdef void q4_drop_huge(void *p, size_t n) noexcept nogil
 cdef void q4_free(void *p) noexcept nogil
 
 

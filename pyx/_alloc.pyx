@@ -142,17 +142,17 @@ cdef extern from *:
     #endif
         return aligned;
     }
-    static void q4_huge_release(void *p, size_t n) {
+    static void q4_huge_release(void *p, size_t n, int keep) {
         if (p == NULL)
             return;
         if (n < (Q4_HUGE >> 1))
             free(p);
-        else if (!q4_spare_keep(p, n))
+        else if (!keep || !q4_spare_keep(p, n))
             munmap(p, n);
     }
     """
     void *q4_huge_alloc(size_t n) nogil
-    void q4_huge_release(void *p, size_t n) nogil
+    void q4_huge_release(void *p, size_t n, int keep) nogil
     size_t q4_spare_total
 
 
@@ -164,7 +164,13 @@ cdef void *q4_malloc_huge(size_t n) noexcept nogil:
 
 
 cdef void q4_free_huge(void *p, size_t n) noexcept nogil:
-    q4_huge_release(p, n)
+    q4_huge_release(p, n, 1)
+
+
+cdef void q4_drop_huge(void *p, size_t n) noexcept nogil:
+    """q4_free_huge for a table outgrown by its owner: given back at once
+    (the next table of its size is not likely to come soon)."""
+    q4_huge_release(p, n, 0)
 
 
 cdef void *q4_realloc(void *p, size_t n) noexcept nogil:

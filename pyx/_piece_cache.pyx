@@ -16,7 +16,7 @@ the kernel can back them with huge pages: their probes are random, and with
 """
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free, q4_free_huge
+from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free, q4_free_huge, q4_drop_huge
 
 
 cdef uint64_t table_size(Py_ssize_t entries, Py_ssize_t num, Py_ssize_t den, uint64_t least) noexcept nogil:
@@ -95,6 +95,10 @@ cdef void cache_grow(PieceCache *c) noexcept nogil:
     n.short_count, n.long_count = c.short_count, c.long_count
     n.grow_limit = c.grow_limit if n.short_limit < c.grow_limit else 0
     n.resets = c.resets + 1
+    q4_drop_huge(c.short_slots, <size_t> (c.short_mask + 1) * sizeof(ShortSlot))  # outgrown: not kept as spares
+    q4_drop_huge(c.long_slots, <size_t> (c.long_mask + 1) * sizeof(LongSlot))
+    c.short_slots = NULL
+    c.long_slots = NULL
     cache_free(c)
     c[0] = n
 
