@@ -33,11 +33,16 @@ cdef class NativeTokenizer:
     cdef Py_ssize_t pool_len
     cdef object _keep          # numpy arrays whose buffers we point into
     cdef IdInts _id_ints       # the ids' static int objects, for building lists
-    # encode()'s ids of a short text, kept from call to call (no allocation
-    # each time); used under the GIL only, and never by a call that runs
-    # while another one is filling it (a finalizer during the list's build).
-    cdef IdVec short_out
-    cdef bint short_out_busy
+    # encode()'s ids, kept from call to call so that a call does not allocate
+    # them (a heap left fragmented by other libraries makes large mallocs
+    # slow): call_ids for a text on one thread, cut_ids for the parts of a
+    # split one. Taken and given back under the GIL through their busy flags,
+    # so that another thread's call, or a finalizer's call while a list is
+    # built, uses vectors of its own instead.
+    cdef IdVec call_ids
+    cdef bint call_ids_busy
+    cdef IdVec cut_ids[16]  # LOCAL_PARTS
+    cdef bint cut_ids_busy
     cdef ShortSlot fixed_homes[FIXED_SLOTS]  # the homes of one-byte and uncached pieces (_lookup)
 
     cdef Worker *acquire(self) except NULL

@@ -58,6 +58,7 @@ cdef enum:
     PARTS_PER_THREAD = 4    # up to this many per thread (balance)
     LOCAL_PARTS = 16        # encode_cut keeps this many parts' bookkeeping on its stack
     NOGIL_MIN = 1024        # encode() of a shorter text keeps the GIL (other threads wait microseconds)
+    KEEP_IDS = 1 << 18      # ids a kept vector may hold room for (1 MiB; 17 vectors a tokenizer)
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
 
 
@@ -95,6 +96,14 @@ cdef inline Py_ssize_t split_count(Py_ssize_t n, Py_ssize_t threads) noexcept no
     come free, so that one slow part does not hold up the others."""
     cdef Py_ssize_t per = max(1, min(PARTS_PER_THREAD, n // (threads * LONG_PART)))
     return max(2, min(threads * per, n // SPLIT_PART))
+
+
+cdef inline void keep_or_free(IdVec *v) noexcept nogil:
+    """A kept vector of ids emptied for the next call, or freed when one
+    huge text grew it past KEEP_IDS (its room is not held for later)."""
+    v.len = 0
+    if v.cap > KEEP_IDS:
+        idvec_free(v)
 
 
 cdef class NativeTokenizer:
@@ -180,7 +189,9 @@ cdef class NativeTokenizer:
         bpe_model_free(&self.model)
         atoms_free(&self.atoms)
         cache_free(&self.shared_cache)
-        idvec_free(&self.short_out)
+        idvec_free(&self.call_ids)
+        for k in range(LOCAL_PARTS):
+            idvec_free(&self.cut_ids[k])
 
     def char_starts(self, bytes piece=None):
         """For tests (pyx/_char_starts.pyx): the start table and fragment rules,
@@ -369,15 +380,15 @@ cdef class NativeTokenizer:
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
         if self.encode_threads > 1 and n >= (_split_min if PyUnicode_IS_ASCII(text) else _split_min_wide):
             return self.encode_parts(text)
-        if n < NOGIL_MIN and not self.short_out_busy:
-            self.short_out_busy = True
+        if not self.call_ids_busy:
+            self.call_ids_busy = True
             try:
-                if self.encode_text(text, &self.short_out) < 0:
+                if self.encode_text(text, &self.call_ids) < 0:
                     raise MemoryError("out of memory while tokenizing")
-                return idvec_to_list(&self.short_out, self._id_ints)
+                return idvec_to_list(&self.call_ids, self._id_ints)
             finally:
-                self.short_out.len = 0
-                self.short_out_busy = False
+                keep_or_free(&self.call_ids)
+                self.call_ids_busy = False
         memset(&out, 0, sizeof(IdVec))
         try:
             if self.encode_text(text, &out) < 0:
@@ -428,7 +439,7 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t k, count, total, at
         cdef Stream *streams = NULL
         cdef int64_t *bounds = local_bounds
-        cdef bint whole = True
+        cdef bint whole = True, pooled = False
         cdef list out
         count = split_count(n, self.encode_threads)
         try:
@@ -450,6 +461,11 @@ cdef class NativeTokenizer:
             else:
                 streams = local_streams
                 memset(streams, 0, <size_t> count * sizeof(Stream))
+                if not self.cut_ids_busy:  # the vectors of the last call, with their room
+                    self.cut_ids_busy = pooled = True
+                    for k in range(count):
+                        streams[k].ids = self.cut_ids[k]
+                        memset(&self.cut_ids[k], 0, sizeof(IdVec))
             for k in range(count):
                 streams[k].data = s + bounds[k]
                 streams[k].n = bounds[k + 1] - bounds[k]
@@ -471,7 +487,13 @@ cdef class NativeTokenizer:
         finally:
             if streams == local_streams:
                 for k in range(count):
-                    idvec_free(&streams[k].ids)
+                    if pooled:
+                        self.cut_ids[k] = streams[k].ids
+                        keep_or_free(&self.cut_ids[k])
+                    else:
+                        idvec_free(&streams[k].ids)
+                if pooled:
+                    self.cut_ids_busy = False
             elif streams != NULL:
                 free_streams(streams, count)
             if bounds != local_bounds:
