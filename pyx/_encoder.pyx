@@ -372,30 +372,31 @@ cdef class NativeTokenizer:
         return rc
 
     def encode(self, str text):
-        """Ids of `text` as DATA (list of int). A text from SPLIT_MIN bytes is
-        split at piece boundaries and its parts encoded on several threads
-        (encode_parts)."""
+        """Ids of `text` as DATA (list of int). A text from SPLIT_MIN bytes
+        (SPLIT_MIN_WIDE if not ASCII) is split at piece boundaries and its
+        parts encoded on several threads (encode_parts); a shorter one goes
+        into the kept call_ids unless another call holds them."""
         cdef IdVec out
+        cdef IdVec *ids = &out
+        cdef bint kept = not self.call_ids_busy
         cdef Py_ssize_t n
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
         if self.encode_threads > 1 and n >= (_split_min if PyUnicode_IS_ASCII(text) else _split_min_wide):
             return self.encode_parts(text)
-        if not self.call_ids_busy:
-            self.call_ids_busy = True
-            try:
-                if self.encode_text(text, &self.call_ids) < 0:
-                    raise MemoryError("out of memory while tokenizing")
-                return idvec_to_list(&self.call_ids, self._id_ints)
-            finally:
-                keep_or_free(&self.call_ids)
-                self.call_ids_busy = False
         memset(&out, 0, sizeof(IdVec))
+        if kept:
+            self.call_ids_busy = True
+            ids = &self.call_ids
         try:
-            if self.encode_text(text, &out) < 0:
+            if self.encode_text(text, ids) < 0:
                 raise MemoryError("out of memory while tokenizing")
-            return idvec_to_list(&out, self._id_ints)
+            return idvec_to_list(ids, self._id_ints)
         finally:
-            idvec_free(&out)
+            if kept:
+                keep_or_free(ids)
+                self.call_ids_busy = False
+            else:
+                idvec_free(ids)
 
     cdef list encode_parts(self, str text):
         """encode() on up to encode_threads threads (the crew's): the text is
