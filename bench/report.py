@@ -222,6 +222,41 @@ def child_long_word(name: str, n: int, script: str) -> dict:
     return {"seconds": secs, "tokens": len(ids)}
 
 
+def child_reference(path: str) -> dict:
+    """The HF reference's ids of each corpus, whole and per measured document,
+    pickled to `path` as int32 arrays. It runs in a process of its own: HF
+    `tokenizers` leaves some 300 MB of freed memory in glibc's heap after
+    the corpora, and a large malloc in the measuring process then searches
+    it (docs/PERFORMANCE.md, "A heap left fragmented")."""
+    import pickle
+
+    import numpy as np
+
+    ref = peers.build_hf_reference()
+    out = {c: (np.asarray(ref(corpus_text(c)), dtype=np.int32),
+               [np.asarray(ref(d), dtype=np.int32) for d in split_documents(c)[1]]) for c in THROUGHPUT}
+    with open(path, "wb") as f:
+        pickle.dump(out, f)
+    return {"corpora": len(out)}
+
+
+def reference_ids() -> dict:
+    """corpus -> (whole corpus ids, [measured document ids]) from child_reference."""
+    import pickle
+
+    with tempfile.TemporaryDirectory(prefix="qwen4exp-bench-ref-") as tmp:
+        path = Path(tmp) / "reference.pickle"
+        got = run_child("reference", {"path": str(path)})
+        if "error" in got:
+            raise SystemExit(f"the HF reference ids could not be computed: {got['error']}")
+        with open(path, "rb") as f:
+            ref = pickle.load(f)
+    for c in THROUGHPUT:
+        if len(ref[c][1]) != len(split_documents(c)[1]):
+            raise SystemExit(f"the reference process split corpus {c!r} differently")
+    return ref
+
+
 def child_command(kind: str, args: dict, threads: int) -> tuple[list, dict]:
     """The command line and environment of a child job of this script."""
     env = dict(os.environ)
@@ -298,22 +333,28 @@ def time_documents(encode, docs) -> float:
         gc.enable()
 
 
-def ids_check(loaded, ref_ids) -> dict:
+def ids_check(loaded, reference) -> dict:
     """{(corpus, peer): what differs from the HF reference} before any timing:
     the whole corpus in one call, and each measured document (an empty list:
     the same ids). A peer that differs is shown as such; its speed is not
-    compared with qwen4exp's as if it did the same work."""
-    ref = peers.build_hf_reference()
+    compared with qwen4exp's as if it did the same work. `reference`:
+    reference_ids()."""
+    import numpy as np
+
+    def same(ids, want) -> bool:
+        got = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64)
+        return got.shape == want.shape and bool((got == want).all())
+
     out = {}
     for c in THROUGHPUT:
         docs = split_documents(c)[1]
-        want = [ref(d) for d in docs]
+        whole, want = reference[c]
         for n, p in loaded.items():
             log(f"ids check: {c}, {n}")
             bad = []
-            if list(p.encode(corpus_text(c))) != ref_ids[c]:
+            if not same(p.encode(corpus_text(c)), whole):
                 bad.append("whole corpus")
-            k = sum(list(p.encode(d)) != w for d, w in zip(docs, want))
+            k = sum(not same(p.encode(d), w) for d, w in zip(docs, want))
             if k:
                 bad.append(f"{k}/{len(docs)} documents")
             out[(c, n)] = bad
@@ -704,6 +745,8 @@ def main(argv=None) -> int:
         elif job["kind"] == "batch":
             child_batch(job["peer"], job["threads"], job["corpora"])
             return 0
+        elif job["kind"] == "reference":
+            out = child_reference(job["path"])
         else:
             out = child_long_word(job["peer"], job["n"], job["script"])
         print(json.dumps(out))
@@ -726,13 +769,12 @@ def main(argv=None) -> int:
     loaded, skipped = peers.load_peers(names)
     for n, why in skipped.items():
         log(f"skipping {n}: {why}")
-    log("reference ids ...")
-    ref = peers.build_hf_reference()
-    ref_ids = {c: list(ref(corpus_text(c))) for c in THROUGHPUT}
+    log("reference ids (in a child process) ...")
+    reference = reference_ids()
 
     out = ["# qwen4exp encode benchmarks", ""]
     out += environment_section(loaded, skipped)
-    differ = ids_check(loaded, ref_ids)
+    differ = ids_check(loaded, reference)
     tp_lines, single = throughput_section(loaded, skipped, differ, a.rounds)
     batch_lines, batch_ratios = batch_section(loaded, a.batch_rounds, differ) if not a.no_batch else ([], {})
     out += targets_section(single, batch_ratios)
@@ -753,7 +795,7 @@ def main(argv=None) -> int:
     if a.cli:
         out += cli_section()
     if not a.no_parity:
-        out += parity_section(loaded, ref)
+        out += parity_section(loaded, peers.build_hf_reference())  # after every timing
     if skipped:
         out.append("Skipped peers: " + "; ".join(f"`{k}`: {v}" for k, v in skipped.items()))
         out.append("")
