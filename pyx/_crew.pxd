@@ -8,6 +8,7 @@ ctypedef void (*crew_fn)(void *arg) noexcept nogil
 
 cdef enum:
     CREW_MAX = 64           # members at most (one per CPU but the caller's)
+    WAIT_PAUSES = 64        # crew_wait: pauses between two yields
 
 # Post fn(arg) to an idle member (starting one if none is idle); returns the
 # member's index, or -1 when none can take it (run it yourself). Call with the
@@ -16,8 +17,8 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept
 # Take the job back from member `i` if it has not started it, else wait for
 # fn to return. Callable without the GIL.
 cdef void crew_collect(int i) noexcept nogil
-# Wait until *flag (set by another thread with release order) is nonzero,
-# pausing up to `spins` times before each sched_yield: a helper finishing its
+# Wait while *p == busy (another thread changes it with release order),
+# pausing WAIT_PAUSES times before each sched_yield: a helper finishing its
 # part is usually a fraction of a microsecond away, a syscall is not.
-# Returns once set, or after `yields` yields (0: keep waiting).
-cdef bint crew_wait(int *flag, int spins, Py_ssize_t yields) noexcept nogil
+# Returns once it changed, or after `yields` yields (0: no limit).
+cdef void crew_wait(int *p, int busy, Py_ssize_t yields) noexcept nogil

@@ -61,7 +61,6 @@ cdef enum:
     DONE = 3
     SPIN_NS = 150000        # a member waits this long for the next job before it sleeps
     SPIN_CHECK = 64         # pauses between two looks at the clock
-    WAIT_PAUSES = 64        # crew_collect: pauses between two yields while a member finishes
 
 
 cdef struct Member:
@@ -98,30 +97,20 @@ cdef void crew_collect(int i) noexcept nogil:
     cdef Member *m = &members[i]
     if q4_swap_if(&m.state, POSTED, IDLE):
         return  # never started: nothing of the caller's was touched
-    while q4_load(&m.state) != DONE:
-        pause_while(&m.state, RUNNING, WAIT_PAUSES)
-        if q4_load(&m.state) != DONE:
-            sched_yield()
+    crew_wait(&m.state, RUNNING, 0)  # the member is RUNNING, then DONE
     q4_store(&m.state, IDLE)
 
 
-cdef inline void pause_while(int *p, int value, int spins) noexcept nogil:
-    """Pause while *p == value, at most `spins` times."""
-    cdef int k
-    for k in range(spins):
-        if q4_load(p) != value:
-            return
-        q4_pause()
-
-
-cdef bint crew_wait(int *flag, int spins, Py_ssize_t yields) noexcept nogil:
+cdef void crew_wait(int *p, int busy, Py_ssize_t yields) noexcept nogil:
     cdef Py_ssize_t y = 0
-    while True:
-        pause_while(flag, 0, spins)
-        if q4_load(flag) != 0:
-            return True
+    cdef int k
+    while q4_load(p) == busy:
+        for k in range(WAIT_PAUSES):
+            if q4_load(p) != busy:
+                return
+            q4_pause()
         if yields and y >= yields:
-            return False
+            return
         sched_yield()
         y += 1
 

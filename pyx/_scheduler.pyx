@@ -21,7 +21,6 @@ from qwen4exp._idvec cimport idvec_free
 
 cdef enum:
     WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream
-    WAIT_PAUSES = 64        # pauses before each of those yields (a part is often about to end)
 
 
 cdef struct Batch:
@@ -110,7 +109,7 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
             st = &streams[k]
             while not q4_is_done(&st.done):
                 with nogil:
-                    crew_wait(&st.done, WAIT_PAUSES, WAIT_SPINS)
+                    crew_wait(&st.done, 0, WAIT_SPINS)
                 PyErr_CheckSignals()
             out_of_memory |= convert(ctx, st, results, k)
     finally:
