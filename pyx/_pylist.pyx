@@ -44,6 +44,13 @@ cdef extern from *:
     Py_ssize_t Q4_STATIC_REFCNT
 
 
+cdef extern from *:
+    """
+    #define q4_prefetch_write(p) __builtin_prefetch((p), 1, 3)
+    """
+    void q4_prefetch_write(const void *p) nogil
+
+
 cdef enum:
     STRIDE = 32             # bytes per static int: a one- or two-digit int object fits
 
@@ -120,7 +127,13 @@ cdef inline Py_ssize_t fill_static(PyObject **dst, const int32_t *ids, Py_ssize_
                                    char *base, uint32_t limit) noexcept nogil:
     """dst[j] = the static int of ids[j] from k on, up to the first id without
     one (or n), a block of 64 at a time whose ids are checked first, so that
-    the stores run without a branch; returns where it stopped."""
+    the stores run without a branch; returns where it stopped.
+
+    Each object's line is requested as it is stored: nothing reads the
+    objects here, but the list's release writes (or, on 3.12+, reads) each
+    one's refcount, and a list of fresh text names lines no cache holds;
+    requested now, while this loop runs on, they are at hand when the caller
+    drops the list (fresh code documents one call each: +5 to +17%)."""
     cdef Py_ssize_t j, stop
     cdef uint32_t over
     while k < n:
@@ -135,6 +148,7 @@ cdef inline Py_ssize_t fill_static(PyObject **dst, const int32_t *ids, Py_ssize_
             return k
         for j in range(k, stop):
             dst[j] = <PyObject *> (base + <size_t> <uint32_t> ids[j] * STRIDE)
+            q4_prefetch_write(dst[j])
         k = stop
     return k
 
