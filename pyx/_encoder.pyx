@@ -50,7 +50,7 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
-    SPLIT_MIN = 4096        # encode(): ASCII texts from this many UTF-8 bytes are split across threads,
+    SPLIT_MIN = 2048        # encode(): ASCII texts from this many UTF-8 bytes are split across threads,
     SPLIT_MIN_WIDE = 1536   # others (slower a byte: more first-seen words) from this many
                             # (docs/PERFORMANCE.md, "One text on several threads")
     SPLIT_PART = 2048       # into parts of at least this many bytes: one per thread,

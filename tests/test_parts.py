@@ -220,7 +220,7 @@ def test_split_hypothesis(vocab_tok, vocab_hf, text):
 
 def test_default_threshold_splits_documents(vocab_tok, vocab_hf):
     """With the default threshold the larger documents take the split path."""
-    docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 4096][:40]
+    docs = [d for d in corpora.DOCUMENTS["code"]() if len(d.encode()) >= 2048][:40]
     assert len(docs) >= 20
     assert [vocab_tok.encode(d) for d in docs] == [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
 

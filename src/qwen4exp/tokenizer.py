@@ -74,7 +74,7 @@ class Tokenizer:
     Qwen3, 32 MiB for Qwen3.6).
 
     `encode_threads`: threads one `encode()` call may use (default: the CPUs
-    this process may run on). A text from 4,096 bytes (1,536 if not ASCII) is cut into parts at
+    this process may run on). A text from 2,048 bytes (1,536 if not ASCII) is cut into parts at
     piece boundaries and the parts run on the process's helper threads, the
     ids unchanged (docs/ARCHITECTURE.md, "Texts across threads"); 1 keeps
     every `encode()` on the calling thread.
