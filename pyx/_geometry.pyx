@@ -48,11 +48,11 @@ cdef extern from *:
        where the byte two or three back is a 3- or 4-byte lead, and the one
        bit left is XORed with that requirement. A zero block after the data
        catches a sequence cut off at the end. Needs SSSE3 (pshufb, palignr),
-       so it is compiled for it and used only where the CPU has it. */
-    #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-    #include <immintrin.h>
+       so it is compiled for it and used only where the CPU has it
+       (q4_simd.h). */
     #include <string.h>
-    #define Q4_UTF8_SIMD 1
+    #include "q4_simd.h"
+    #if Q4_SIMD_X86
     #define Q4_TOO_SHORT (1 << 0)
     #define Q4_TOO_LONG (1 << 1)
     #define Q4_OVERLONG_3 (1 << 2)
@@ -202,32 +202,19 @@ cdef extern from *:
         return _mm256_testz_si256(err, err);
     }
 
-    static int q4_utf8_simd = -1;  /* 2: AVX2, 1: SSSE3, 0: neither */
     /* 1: s[0:n] is valid UTF-8; 0: it is not; -1: not checked here (no SSSE3). */
     static int q4_utf8_valid_fast(const unsigned char *s, Py_ssize_t n) {
-        if (q4_utf8_simd < 0)
-            q4_utf8_simd = __builtin_cpu_supports("avx2") ? 2 : __builtin_cpu_supports("ssse3") ? 1 : 0;
-        if (q4_utf8_simd == 2)
+        int level = q4_simd_level();
+        if (level == 2)
             return q4_utf8_valid_avx2(s, n);
-        return q4_utf8_simd ? q4_utf8_valid_ssse3(s, n) : -1;
-    }
-    /* Test hook: force a level (2, 1, 0) no higher than the CPU has; returns the one in use. */
-    static int q4_utf8_simd_level(int want) {
-        q4_utf8_valid_fast((const unsigned char *) "", 0);
-        int have = __builtin_cpu_supports("avx2") ? 2 : __builtin_cpu_supports("ssse3") ? 1 : 0;
-        if (want >= 0)
-            q4_utf8_simd = want < have ? want : have;
-        return q4_utf8_simd;
+        return level ? q4_utf8_valid_ssse3(s, n) : -1;
     }
     #else
-    #define Q4_UTF8_SIMD 0
     static int q4_utf8_valid_fast(const unsigned char *s, Py_ssize_t n) { (void) s; (void) n; return -1; }
-    static int q4_utf8_simd_level(int want) { (void) want; return 0; }
     #endif
     """
     int q4_utf8_valid_fast(const uint8_t *s, Py_ssize_t n) nogil
-    int q4_utf8_simd_level(int want) nogil
-    bint Q4_UTF8_SIMD
+    int q4_simd_force(int want) nogil
 
 
 cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil:
@@ -337,7 +324,7 @@ cdef int check_geometry(const uint8_t *data, Py_ssize_t n, const int64_t *starts
 def utf8_simd_level(int want=-1):
     """Test hook: the vector width the UTF-8 check uses (2: AVX2, 1: SSSE3,
     0: none); want >= 0 selects a lower one (never above the CPU's)."""
-    return q4_utf8_simd_level(want)
+    return q4_simd_force(want)
 
 
 def utf8_checks(bytes data):

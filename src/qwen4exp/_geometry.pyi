@@ -15,3 +15,7 @@ class GeoCode(enum.IntFlag):
     GEO_BAD_KIND = 8
     GEO_UNMERGED = 9
     GEO_SPLIT_CHAR = 10
+
+
+def utf8_simd_level(want: int = ...) -> int: ...
+def utf8_checks(data: bytes) -> tuple[int, int]: ...
