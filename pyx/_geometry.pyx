@@ -64,141 +64,91 @@ cdef extern from *:
     #define Q4_TWO_CONTS (1 << 7)
     #define Q4_CARRY (Q4_TOO_SHORT | Q4_TOO_LONG | Q4_TWO_CONTS)
     #define Q4_LARGE (Q4_CARRY | Q4_TOO_LARGE | Q4_TOO_LARGE_1000)
+    #define Q4_CONT_2 (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS)
+    /* By the high nibble of the byte before, its low nibble, and the high
+       nibble of this byte: the errors each allows. */
+    static const unsigned char q4_utf8_b1_high[16] = {
+        Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG,
+        Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS,
+        Q4_TOO_SHORT | Q4_OVERLONG_2, Q4_TOO_SHORT, Q4_TOO_SHORT | Q4_OVERLONG_3 | Q4_SURROGATE,
+        Q4_TOO_SHORT | Q4_TOO_LARGE | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4};
+    static const unsigned char q4_utf8_b1_low[16] = {
+        Q4_CARRY | Q4_OVERLONG_3 | Q4_OVERLONG_2 | Q4_OVERLONG_4, Q4_CARRY | Q4_OVERLONG_2, Q4_CARRY, Q4_CARRY,
+        Q4_CARRY | Q4_TOO_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE, Q4_LARGE,
+        Q4_LARGE | Q4_SURROGATE, Q4_LARGE, Q4_LARGE};
+    static const unsigned char q4_utf8_b2_high[16] = {
+        Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT,
+        Q4_CONT_2 | Q4_OVERLONG_3 | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4, Q4_CONT_2 | Q4_OVERLONG_3 | Q4_TOO_LARGE,
+        Q4_CONT_2 | Q4_SURROGATE | Q4_TOO_LARGE, Q4_CONT_2 | Q4_SURROGATE | Q4_TOO_LARGE,
+        Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT};
 
-    __attribute__((target("ssse3")))
-    static inline __m128i q4_utf8_block_errors(__m128i input, __m128i prev_input) {
-        const __m128i nib = _mm_set1_epi8(0x0F);
-        const __m128i byte_1_high_tbl = _mm_setr_epi8(
-            Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG,
-            Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS,
-            Q4_TOO_SHORT | Q4_OVERLONG_2, Q4_TOO_SHORT, Q4_TOO_SHORT | Q4_OVERLONG_3 | Q4_SURROGATE,
-            (char) (Q4_TOO_SHORT | Q4_TOO_LARGE | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4));
-        const __m128i byte_1_low_tbl = _mm_setr_epi8(
-            (char) (Q4_CARRY | Q4_OVERLONG_3 | Q4_OVERLONG_2 | Q4_OVERLONG_4), (char) (Q4_CARRY | Q4_OVERLONG_2),
-            (char) Q4_CARRY, (char) Q4_CARRY, (char) (Q4_CARRY | Q4_TOO_LARGE), (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) (Q4_LARGE | Q4_SURROGATE), (char) Q4_LARGE, (char) Q4_LARGE);
-        const __m128i byte_2_high_tbl = _mm_setr_epi8(
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT,
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT);
-        __m128i prev1 = _mm_alignr_epi8(input, prev_input, 15);
-        __m128i b1h = _mm_shuffle_epi8(byte_1_high_tbl, _mm_and_si128(_mm_srli_epi16(prev1, 4), nib));
-        __m128i b1l = _mm_shuffle_epi8(byte_1_low_tbl, _mm_and_si128(prev1, nib));
-        __m128i b2h = _mm_shuffle_epi8(byte_2_high_tbl, _mm_and_si128(_mm_srli_epi16(input, 4), nib));
-        __m128i special = _mm_and_si128(_mm_and_si128(b1h, b1l), b2h);
-        __m128i prev2 = _mm_alignr_epi8(input, prev_input, 14);
-        __m128i prev3 = _mm_alignr_epi8(input, prev_input, 13);
-        __m128i third = _mm_subs_epu8(prev2, _mm_set1_epi8((char) (0xE0 - 0x80)));
-        __m128i fourth = _mm_subs_epu8(prev3, _mm_set1_epi8((char) (0xF0 - 0x80)));
-        __m128i must23 = _mm_and_si128(_mm_or_si128(third, fourth), _mm_set1_epi8((char) 0x80));
-        return _mm_xor_si128(must23, special);
-    }
+    /* One block's errors (any bit set in the result), given the block before:
+       the same steps at both widths, V the vector type, P its intrinsics'
+       prefix, W its bits. */
+    #define Q4_UTF8_BLOCK_ERRORS(V, P, W, input, before, t1h, t1l, t2h) ({                                \
+        V nib_ = P##_set1_epi8(0x0F);                                                                 \
+        V prev1_ = P##_alignr_epi8(input, before, 15);                                                \
+        V special_ = P##_and_si##W(                                                               \
+            P##_and_si##W(P##_shuffle_epi8(t1h, P##_and_si##W(P##_srli_epi16(prev1_, 4), nib_)), \
+                              P##_shuffle_epi8(t1l, P##_and_si##W(prev1_, nib_))),                \
+            P##_shuffle_epi8(t2h, P##_and_si##W(P##_srli_epi16(input, 4), nib_)));                \
+        V third_ = P##_subs_epu8(P##_alignr_epi8(input, before, 14), P##_set1_epi8((char) (0xE0 - 0x80))); \
+        V fourth_ = P##_subs_epu8(P##_alignr_epi8(input, before, 13), P##_set1_epi8((char) (0xF0 - 0x80))); \
+        P##_xor_si##W(P##_and_si##W(P##_or_si##W(third_, fourth_), P##_set1_epi8((char) 0x80)), special_); \
+    })
+
+    /* The whole buffer, a block of W bytes a step (then the last bytes in a
+       zero-padded block, then a zero block), skipping ASCII after ASCII,
+       which cannot be wrong. LOAD(p) loads a block; BEFORE(prev, input) is
+       the vector whose top bytes are the ones before input's. */
+    #define Q4_UTF8_VALID_BODY(V, P, W, LOAD, BEFORE, TABLE)                                           \
+        const V t1h = TABLE(q4_utf8_b1_high), t1l = TABLE(q4_utf8_b1_low), t2h = TABLE(q4_utf8_b2_high); \
+        V prev = P##_setzero_si##W(), err = P##_setzero_si##W(), input;                               \
+        unsigned char tail[W / 8];                                                                    \
+        int prev_ascii = 1, last = 0;                                                                 \
+        Py_ssize_t i = 0;                                                                             \
+        for (;;) {                                                                                    \
+            if (i + W / 8 <= n) {                                                                     \
+                input = LOAD(s + i);                                                                  \
+                i += W / 8;                                                                           \
+            } else if (i < n) {                                                                       \
+                memset(tail, 0, W / 8);                                                               \
+                memcpy(tail, s + i, (size_t) (n - i));                                                \
+                input = LOAD(tail);                                                                   \
+                i = n;                                                                                \
+                prev_ascii = 0;                                                                       \
+            } else if (!last) {                                                                       \
+                input = P##_setzero_si##W(); /* a sequence cut off at the end */                     \
+                last = 1;                                                                             \
+                prev_ascii = 0;                                                                       \
+            } else {                                                                                  \
+                break;                                                                                \
+            }                                                                                         \
+            int ascii = P##_movemask_epi8(input) == 0;                                                \
+            if (!(ascii && prev_ascii))                                                               \
+                err = P##_or_si##W(err, Q4_UTF8_BLOCK_ERRORS(V, P, W, input, BEFORE(prev, input), t1h, t1l, t2h)); \
+            prev = input;                                                                             \
+            prev_ascii = ascii;                                                                       \
+        }
+
+    #define Q4_LOAD128(p) _mm_loadu_si128((const __m128i *) (p))
+    #define Q4_LOAD256(p) _mm256_loadu_si256((const __m256i *) (p))
+    #define Q4_TABLE128(t) Q4_LOAD128(t)
+    #define Q4_TABLE256(t) _mm256_broadcastsi128_si256(Q4_LOAD128(t))
+    #define Q4_BEFORE128(prev, input) (prev)
+    /* palignr works within 128-bit lanes: each lane's bytes before it come
+       from the lane before (the high lane of the last block for the low one) */
+    #define Q4_BEFORE256(prev, input) _mm256_permute2x128_si256(prev, input, 0x21)
 
     __attribute__((target("ssse3")))
     static int q4_utf8_valid_ssse3(const unsigned char *s, Py_ssize_t n) {
-        __m128i prev = _mm_setzero_si128(), err = _mm_setzero_si128(), input;
-        int prev_ascii = 1;
-        unsigned char tail[16];
-        Py_ssize_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            input = _mm_loadu_si128((const __m128i *) (s + i));
-            int ascii = _mm_movemask_epi8(input) == 0;
-            if (!(ascii && prev_ascii))  /* ASCII after ASCII cannot be wrong */
-                err = _mm_or_si128(err, q4_utf8_block_errors(input, prev));
-            prev = input;
-            prev_ascii = ascii;
-        }
-        if (i < n) {
-            memset(tail, 0, 16);
-            memcpy(tail, s + i, (size_t) (n - i));
-            input = _mm_loadu_si128((const __m128i *) tail);
-            err = _mm_or_si128(err, q4_utf8_block_errors(input, prev));
-            prev = input;
-        }
-        err = _mm_or_si128(err, q4_utf8_block_errors(_mm_setzero_si128(), prev));
+        Q4_UTF8_VALID_BODY(__m128i, _mm, 128, Q4_LOAD128, Q4_BEFORE128, Q4_TABLE128)
         return _mm_movemask_epi8(_mm_cmpeq_epi8(err, _mm_setzero_si128())) == 0xFFFF;
     }
 
-    /* The same 32 bytes a step with AVX2: the tables repeat in both 128-bit
-       lanes, and the bytes before each lane come from the lane before it. */
     __attribute__((target("avx2")))
     static int q4_utf8_valid_avx2(const unsigned char *s, Py_ssize_t n) {
-        const __m256i nib = _mm256_set1_epi8(0x0F);
-        const __m256i byte_1_high_tbl = _mm256_setr_epi8(
-            Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG,
-            Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS,
-            Q4_TOO_SHORT | Q4_OVERLONG_2, Q4_TOO_SHORT, Q4_TOO_SHORT | Q4_OVERLONG_3 | Q4_SURROGATE,
-            (char) (Q4_TOO_SHORT | Q4_TOO_LARGE | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4),
-            Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG, Q4_TOO_LONG,
-            Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS, Q4_TWO_CONTS,
-            Q4_TOO_SHORT | Q4_OVERLONG_2, Q4_TOO_SHORT, Q4_TOO_SHORT | Q4_OVERLONG_3 | Q4_SURROGATE,
-            (char) (Q4_TOO_SHORT | Q4_TOO_LARGE | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4));
-        const __m256i byte_1_low_tbl = _mm256_setr_epi8(
-            (char) (Q4_CARRY | Q4_OVERLONG_3 | Q4_OVERLONG_2 | Q4_OVERLONG_4), (char) (Q4_CARRY | Q4_OVERLONG_2),
-            (char) Q4_CARRY, (char) Q4_CARRY, (char) (Q4_CARRY | Q4_TOO_LARGE), (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) (Q4_LARGE | Q4_SURROGATE), (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) (Q4_CARRY | Q4_OVERLONG_3 | Q4_OVERLONG_2 | Q4_OVERLONG_4), (char) (Q4_CARRY | Q4_OVERLONG_2),
-            (char) Q4_CARRY, (char) Q4_CARRY, (char) (Q4_CARRY | Q4_TOO_LARGE), (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE, (char) Q4_LARGE,
-            (char) (Q4_LARGE | Q4_SURROGATE), (char) Q4_LARGE, (char) Q4_LARGE);
-        const __m256i byte_2_high_tbl = _mm256_setr_epi8(
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT,
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT,
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT,
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE_1000 | Q4_OVERLONG_4),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_OVERLONG_3 | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            (char) (Q4_TOO_LONG | Q4_OVERLONG_2 | Q4_TWO_CONTS | Q4_SURROGATE | Q4_TOO_LARGE),
-            Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT, Q4_TOO_SHORT);
-        const __m256i third_min = _mm256_set1_epi8((char) (0xE0 - 0x80));
-        const __m256i fourth_min = _mm256_set1_epi8((char) (0xF0 - 0x80));
-        const __m256i high = _mm256_set1_epi8((char) 0x80);
-        __m256i prev = _mm256_setzero_si256(), err = _mm256_setzero_si256(), input;
-        unsigned char tail[32];
-        int prev_ascii = 1, last = 0;
-        Py_ssize_t i = 0;
-        for (;;) {
-            if (i + 32 <= n) {
-                input = _mm256_loadu_si256((const __m256i *) (s + i));
-                i += 32;
-            } else if (i < n) {
-                memset(tail, 0, 32);
-                memcpy(tail, s + i, (size_t) (n - i));
-                input = _mm256_loadu_si256((const __m256i *) tail);
-                i = n;
-                prev_ascii = 0;
-            } else if (!last) {
-                input = _mm256_setzero_si256();  /* catches a sequence cut off at the end */
-                last = 1;
-                prev_ascii = 0;
-            } else {
-                break;
-            }
-            int ascii = _mm256_movemask_epi8(input) == 0;
-            if (!(ascii && prev_ascii)) {
-                __m256i before = _mm256_permute2x128_si256(prev, input, 0x21);
-                __m256i prev1 = _mm256_alignr_epi8(input, before, 15);
-                __m256i b1h = _mm256_shuffle_epi8(byte_1_high_tbl, _mm256_and_si256(_mm256_srli_epi16(prev1, 4), nib));
-                __m256i b1l = _mm256_shuffle_epi8(byte_1_low_tbl, _mm256_and_si256(prev1, nib));
-                __m256i b2h = _mm256_shuffle_epi8(byte_2_high_tbl, _mm256_and_si256(_mm256_srli_epi16(input, 4), nib));
-                __m256i special = _mm256_and_si256(_mm256_and_si256(b1h, b1l), b2h);
-                __m256i third = _mm256_subs_epu8(_mm256_alignr_epi8(input, before, 14), third_min);
-                __m256i fourth = _mm256_subs_epu8(_mm256_alignr_epi8(input, before, 13), fourth_min);
-                __m256i must23 = _mm256_and_si256(_mm256_or_si256(third, fourth), high);
-                err = _mm256_or_si256(err, _mm256_xor_si256(must23, special));
-            }
-            prev = input;
-            prev_ascii = ascii;
-        }
+        Q4_UTF8_VALID_BODY(__m256i, _mm256, 256, Q4_LOAD256, Q4_BEFORE256, Q4_TABLE256)
         return _mm256_testz_si256(err, err);
     }
 
