@@ -50,6 +50,7 @@ cnp.import_array()
 cdef enum:
     POOL_MAX = 64           # idle workers kept; more concurrent callers get fresh ones
     CHUNK = 256              # pieces split and hashed at once, before their encoding
+    TEXT_AHEAD = 4096       # encode_data requests this much of a text at once before its first pass
     SPLIT_MIN = 2048        # encode(): ASCII texts from this many UTF-8 bytes are split across threads,
     SPLIT_MIN_WIDE = 1536   # others (slower a byte: more first-seen words) from this many
                             # (docs/PERFORMANCE.md, "One text on several threads")
@@ -320,8 +321,11 @@ cdef class NativeTokenizer:
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
         """DATA: NFC (one pass that copies nothing when the text already is), pre-tokenize, BPE."""
         cdef unsigned char *normal = NULL
-        cdef Py_ssize_t m = utf8_nfc(s, n, &normal)
+        cdef Py_ssize_t m, k
         cdef int rc
+        for k in range(0, min(n, TEXT_AHEAD), 64):
+            q4_pc_prefetch(s + k)
+        m = utf8_nfc(s, n, &normal)
         if m < 0:
             return RC_NO_MEMORY
         if normal == NULL:
