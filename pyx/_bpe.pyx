@@ -29,6 +29,7 @@ from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learnin
                                     hash_bytes)
 from qwen4exp._char_starts cimport CharStarts, char_starts_init, char_starts_free, first_symbols
 from qwen4exp._faults cimport RC_NO_MEMORY, RC_TOO_LARGE
+from qwen4exp._idvec cimport copy_ids
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -691,7 +692,7 @@ cdef Py_ssize_t merge_symbols(const BpeModel *m, Worker *w, Py_ssize_t k, Py_ssi
     cdef Py_ssize_t j
     if k < SHORT_PIECE:
         k = merge_short(m, w, k)
-        memcpy(dst, w.sym, <size_t> k * sizeof(int32_t))
+        copy_ids(dst, w.sym, k)
     else:
         if k >= BUCKET_PIECE and m.monotone:
             if reserve_buckets(m, w) < 0:

@@ -27,7 +27,7 @@ import numpy as np
 from qwen4exp._alloc cimport q4_malloc, q4_free
 from qwen4exp._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
                                   free_streams, run_streams)
-from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
+from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve, copy_ids
 from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_starts, worker_init, worker_flush, worker_free, bpe_merge)
 from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, cache_grow, q4_pc_prefetch
@@ -300,7 +300,7 @@ cdef class NativeTokenizer:
                 if f != NULL:
                     memcpy(dst, f.ids, 4 * sizeof(int32_t))  # the 3 inline ids and n: one load
                     if f.n > IDS_INLINE:
-                        memcpy(dst, c.spill + f.ids[0], <size_t> f.n * sizeof(int32_t))
+                        copy_ids(dst, c.spill + f.ids[0], f.n)
                     dst += f.n
                     continue
                 start = ends[i - 1] if i else pos

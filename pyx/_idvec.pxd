@@ -4,6 +4,35 @@ from libc.string cimport memcpy
 from qwen4exp._alloc cimport q4_realloc, q4_free, doubled_capacity
 
 
+cdef extern from *:
+    """
+    #include <string.h>
+    #include <stdint.h>
+    /* dst[0:n] = src[0:n] for the few ids of one piece without a call into
+       libc: up to 8 ids in two overlapping 16-byte moves (or one by one
+       below 4), reading and writing only the n ids; more through memcpy. */
+    static inline void q4_copy_ids(int32_t *dst, const int32_t *src, Py_ssize_t n) {
+        if (n >= 4 && n <= 8) {
+            int32_t a[4], b[4];
+            memcpy(a, src, 16);
+            memcpy(b, src + n - 4, 16);
+            memcpy(dst, a, 16);
+            memcpy(dst + n - 4, b, 16);
+        } else if (n < 4) {  /* not a loop: the compiler would make it a memcpy call */
+            if (n > 0)
+                dst[0] = src[0];
+            if (n > 1)
+                dst[1] = src[1];
+            if (n > 2)
+                dst[2] = src[2];
+        } else {
+            memcpy(dst, src, (size_t) n * sizeof(int32_t));
+        }
+    }
+    """
+    void copy_ids "q4_copy_ids" (int32_t *dst, const int32_t *src, Py_ssize_t n) nogil
+
+
 cdef struct IdVec:
     int32_t *data
     Py_ssize_t len

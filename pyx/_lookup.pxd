@@ -6,6 +6,7 @@
 # go to encode_slow (the rest of the worker's cache, the seed, a merge).
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
+from qwen4exp._idvec cimport copy_ids
 
 from qwen4exp._bpe cimport BpeModel, Worker
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
@@ -32,7 +33,7 @@ cdef inline Py_ssize_t short_ids(const PieceCache *c, const ShortSlot *slot, int
     if slot.n <= IDS_INLINE:
         memcpy(dst, slot.ids, IDS_INLINE * sizeof(int32_t))
     else:
-        memcpy(dst, c.spill + slot.ids[0], <size_t> slot.n * sizeof(int32_t))
+        copy_ids(dst, c.spill + slot.ids[0], slot.n)
     return slot.n
 
 

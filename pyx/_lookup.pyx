@@ -4,6 +4,7 @@ inline look-ups in _lookup.pxd)."""
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
+from qwen4exp._idvec cimport copy_ids
 from qwen4exp._bpe cimport BpeModel, Worker, bpe_merge_unknown
 from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, LONG_KEY_MAX, store_short,
                                     store_long, short_home, short_probe, shared_probe, publish_short, long_find,
@@ -51,11 +52,11 @@ cdef Py_ssize_t encode_slow(const BpeModel *m, Worker *w, const uint8_t *p, Py_s
     elif size <= LONG_KEY_MAX:
         ls = long_find(c, p, size, k0)
         if ls.hash != 0:
-            memcpy(dst, long_ids(c, ls), <size_t> ls.nids * sizeof(int32_t))
+            copy_ids(dst, long_ids(c, ls), ls.nids)
             return ls.nids
         ls = long_find(sd, p, size, k0)
         if ls.hash != 0:
-            memcpy(dst, long_ids(sd, ls), <size_t> ls.nids * sizeof(int32_t))
+            copy_ids(dst, long_ids(sd, ls), ls.nids)
             store_long(c, p, size, k0, dst, ls.nids)
             return ls.nids
     got = bpe_merge_unknown(m, w, p, size, dst)
