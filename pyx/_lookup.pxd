@@ -46,8 +46,9 @@ cdef inline void hash_chunk(const PieceCache *c, const ShortSlot *fixed, const u
     length), and one byte's home is its line in `fixed` (fill_fixed_homes),
     which always holds it; long ones: key0 = the hash, key1 = 0; the others
     (too long to cache) have a key no slot holds and the no-look-up line as
-    home. The first AHEAD homes are requested; homes[k:k + AHEAD] point at
-    the text, which the encode loop requests too, harmlessly."""
+    home. The first AHEAD homes are requested as they are found;
+    homes[k:k + AHEAD] point at the text, which the encode loop requests
+    too, harmlessly."""
     cdef Py_ssize_t i, size, start = pos
     cdef uint64_t h
     cdef ShortSlot *short_slots = c.short_slots   # locals: the stores below may not alias them
@@ -71,11 +72,11 @@ cdef inline void hash_chunk(const PieceCache *c, const ShortSlot *fixed, const u
             key1[i] = ~(<uint64_t> 0)
             hashes[i] = 0
             homes[i] = &fixed[NO_LOOKUP]
+        if i < AHEAD:  # requested as soon as known: the first look_home calls come right after this loop
+            q4_pc_prefetch(homes[i])
         start = ends[i]
     for i in range(k, k + AHEAD):
         homes[i] = s
-    for i in range(min(k, AHEAD)):
-        q4_pc_prefetch(homes[i])
 
 
 cdef inline const ShortSlot *look_home(const PieceCache *sd, const void *home, uint64_t k0, uint64_t k1,
