@@ -1,9 +1,11 @@
 # cython: language_level=3
 """Native helpers of `qwen4exp batch`'s JSONL path (src/qwen4exp/cli): where
 the records of a block of input are (scan_lines), a block of some of them
-(gather_lines), and the JSONL rows of list<int32> ids (jsonl_rows).
+(gather_lines), and the JSONL rows of list<int32> ids (write_jsonl_rows).
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from cpython.buffer cimport PyBUF_READ
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -145,12 +147,28 @@ cdef inline char *write_int(char *p, int64_t v) noexcept nogil:
 
 
 
-def jsonl_rows(const int64_t[::1] index, const int32_t[::1] offsets, const int32_t[::1] values, list suffixes=None):
-    """`{"index":I,"ids":[...],"length":N}` lines, one per row: row k is
-    index[k] and ids values[offsets[k]:offsets[k + 1]] (offsets as a
-    list<int32> array's, its first entry where its rows start); suffixes
-    (bytes, one per row) go before each closing brace."""
-    cdef Py_ssize_t m = index.shape[0], k, j, bound, extra = 0
+cdef enum:
+    WRITE_PIECE = 1 << 20   # write_jsonl_rows fills and writes this many bytes at a time
+    ROW_FIXED = 72          # a row's bytes besides its ids: keys, brackets, index, length, "}\n"
+    ID_MAX = 12             # an id's bytes at most: sign, 10 digits, comma
+
+
+cdef inline Py_ssize_t row_bound(const int32_t *offsets, Py_ssize_t k, Py_ssize_t extra) noexcept nogil:
+    return ROW_FIXED + <Py_ssize_t> (offsets[k + 1] - offsets[k]) * ID_MAX + extra
+
+
+def write_jsonl_rows(f, const int64_t[::1] index, const int32_t[::1] offsets, const int32_t[::1] values,
+                     list suffixes=None):
+    """Write `{"index":I,"ids":[...],"length":N}` lines, one per row, to the
+    binary file f: row k is index[k] and ids values[offsets[k]:offsets[k + 1]]
+    (offsets as a list<int32> array's, its first entry where its rows
+    start); suffixes (bytes, one per row) go before each closing brace.
+    The rows go through one buffer of WRITE_PIECE bytes, written each time
+    it is full (a longer row through a buffer of its own), so a chunk's
+    text is never held whole: a batch job's memory does not swing by the
+    size of its JSONL output. Returns the number of bytes written."""
+    cdef Py_ssize_t m = index.shape[0], k = 0, j, written = 0, extra
+    cdef const int32_t *ids = &values[0] if values.shape[0] else NULL
     cdef char *buf
     cdef char *p
     cdef bytes suffix
@@ -158,37 +176,82 @@ def jsonl_rows(const int64_t[::1] index, const int32_t[::1] offsets, const int32
         raise ValueError("offsets must have one entry more than index")
     if m and not (0 <= offsets[0] and offsets[m] <= values.shape[0]):
         raise ValueError("offsets lie outside values")
-    for k in range(m):
-        if offsets[k + 1] < offsets[k]:
+    for j in range(m):
+        if offsets[j + 1] < offsets[j]:
             raise ValueError("offsets must not decrease")
-    if suffixes is not None:
-        if len(suffixes) != m:
-            raise ValueError("suffixes must have one entry per row")
-        for k in range(m):
-            extra += len(<bytes> suffixes[k])
-    bound = m * (len('{"index":,"ids":[],"length":}\n') + 40) + (offsets[m] - offsets[0] if m else 0) * 12 + extra
-    buf = <char *> q4_malloc(<size_t> max(bound, 1))
+    if suffixes is not None and len(suffixes) != m:
+        raise ValueError("suffixes must have one entry per row")
+    buf = <char *> q4_malloc(WRITE_PIECE)
     if buf == NULL:
         raise MemoryError("out of memory writing JSONL rows")
     try:
-        p = buf
-        if suffixes is None:
-            with nogil:
-                for k in range(m):
-                    p = write_row(p, index[k], &values[0] if values.shape[0] else NULL, offsets[k], offsets[k + 1])
-                    memcpy(p, b'}\n', 2)
-                    p += 2
-        else:
-            for k in range(m):
-                p = write_row(p, index[k], &values[0] if values.shape[0] else NULL, offsets[k], offsets[k + 1])
-                suffix = suffixes[k]
-                memcpy(p, PyBytes_AS_STRING(suffix), <size_t> len(suffix))
-                p += len(suffix)
-                memcpy(p, b'}\n', 2)
-                p += 2
-        return PyBytes_FromStringAndSize(buf, p - buf)
+        while k < m:
+            p = buf
+            if suffixes is None:
+                with nogil:
+                    while k < m and (p - buf) + row_bound(&offsets[0], k, 0) <= WRITE_PIECE:
+                        p = write_row(p, index[k], ids, offsets[k], offsets[k + 1])
+                        memcpy(p, b'}\n', 2)
+                        p += 2
+                        k += 1
+                extra = 0
+            else:
+                while k < m:
+                    suffix = suffixes[k]
+                    extra = len(suffix)
+                    if (p - buf) + row_bound(&offsets[0], k, extra) > WRITE_PIECE:
+                        break
+                    p = write_suffixed_row(p, index[k], ids, offsets[k], offsets[k + 1], suffix)
+                    k += 1
+            if p != buf:
+                written += write_out(f, buf, p - buf)
+            else:  # row k alone does not fit the buffer
+                written += write_long_row(f, index[k], ids, &offsets[0], k,
+                                          None if suffixes is None else suffixes[k])
+                k += 1
+        return written
     finally:
         q4_free(buf)
+
+
+cdef inline char *write_suffixed_row(char *p, int64_t index, const int32_t *ids, int32_t a, int32_t b,
+                                     bytes suffix):
+    p = write_row(p, index, ids, a, b)
+    memcpy(p, PyBytes_AS_STRING(suffix), <size_t> len(suffix))
+    p += len(suffix)
+    memcpy(p, b'}\n', 2)
+    return p + 2
+
+
+cdef Py_ssize_t write_long_row(f, int64_t index, const int32_t *ids, const int32_t *offsets, Py_ssize_t k,
+                               bytes suffix) except -1:
+    """One row longer than the shared buffer, through a buffer of its own."""
+    cdef Py_ssize_t extra = len(suffix) if suffix is not None else 0
+    cdef char *own = <char *> q4_malloc(<size_t> row_bound(offsets, k, extra))
+    cdef char *p
+    if own == NULL:
+        raise MemoryError("out of memory writing a JSONL row")
+    try:
+        if suffix is None:
+            p = write_row(own, index, ids, offsets[k], offsets[k + 1])
+            memcpy(p, b'}\n', 2)
+            p += 2
+        else:
+            p = write_suffixed_row(own, index, ids, offsets[k], offsets[k + 1], suffix)
+        return write_out(f, own, p - own)
+    finally:
+        q4_free(own)
+
+
+cdef Py_ssize_t write_out(f, char *p, Py_ssize_t n) except -1:
+    """f.write of p[0:n] without copying it into a bytes object first; the
+    view is released after, so nothing can read the buffer once it is freed."""
+    view = PyMemoryView_FromMemory(p, n, PyBUF_READ)
+    try:
+        f.write(view)
+    finally:
+        view.release()
+    return n
 
 
 cdef inline char *write_row(char *p, int64_t index, const int32_t *values, int32_t a, int32_t b) noexcept nogil:

@@ -1,4 +1,6 @@
 # Stub for the compiled module qwen4exp._jsonl (pyx/_jsonl.pyx): JSONL line scanning and writing.
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -12,10 +14,11 @@ def scan_lines(
 def gather_lines(buf: Buffer, starts: NDArray[np.int64], ends: NDArray[np.int64]) -> bytes:
     """The lines buf[starts[k]:ends[k]] joined, each followed by a newline."""
 
-def jsonl_rows(
+def write_jsonl_rows(
+    f: Any,
     index: NDArray[np.int64],
     offsets: NDArray[np.int32],
     values: NDArray[np.int32],
     suffixes: list[bytes] | None = None,
-) -> bytes:
-    """`{"index":I,"ids":[...],"length":N}` lines, one per row."""
+) -> int:
+    """Write `{"index":I,"ids":[...],"length":N}` lines, one per row, to f; the bytes written."""

@@ -20,7 +20,7 @@ from .columns import RecordOptions
 
 __all__ = ["Block", "Rows", "read_blocks", "block_of_lines"]
 
-READ_SIZE = 1 << 23  # bytes asked of the file at a time (a pipe answers with what it has)
+READ_SIZE = 1 << 20  # bytes asked of the file at a time (a pipe answers with what it has); one size, reused
 
 
 class Block:
@@ -56,27 +56,39 @@ def read_blocks(f, chunk_records: int, chunk_bytes: int, options: RecordOptions 
     """Yield (Block, bytes consumed) from the binary file f: up to
     chunk_records records or about chunk_bytes bytes each, whole lines only,
     as soon as the file has given them (a pipe's records are not held back
-    waiting for more)."""
+    waiting for more).
+
+    The bytes read wait in one buffer that only ever grows (to about a
+    chunk and a read): what a block leaves is moved to its front rather than
+    the buffer shrunk, so a long job does not give the allocator a buffer of
+    every size from one read to a chunk, chunk after chunk (which left
+    glibc's heap fragmented, and the job's memory creeping)."""
     read = getattr(f, "read1", f.read)
     buf = bytearray()
+    have = 0  # bytes of buf in use: buf[:have]
     newlines, line, index, eof = 0, 1, 0, False
     while True:
-        if not eof and (newlines == 0 or (newlines < chunk_records and len(buf) < chunk_bytes)):
+        if not eof and (newlines == 0 or (newlines < chunk_records and have < chunk_bytes)):
             data = read(READ_SIZE)
             if data:
-                buf += data
+                if have + len(data) > len(buf):
+                    buf.extend(bytes(have + len(data) - len(buf)))
+                buf[have:have + len(data)] = data
+                have += len(data)
                 newlines += data.count(b"\n")
                 continue
             eof = True
-        if not buf:
+        if not have:
             return
-        end, starts, ends, lines, slow, longest = scan_lines(buf, chunk_records, chunk_bytes, eof)
-        if end == 0:  # no whole line yet (blank lines only are taken too, so this means: read on)
-            newlines = 0
-            continue
-        data = bytes(memoryview(buf)[:end])
+        with memoryview(buf) as whole:
+            end, starts, ends, lines, slow, longest = scan_lines(whole[:have], chunk_records, chunk_bytes, eof)
+            if end == 0:  # no whole line yet (blank lines only are taken too, so this means: read on)
+                newlines = 0
+                continue
+            data = bytes(whole[:end])
+            whole[:have - end] = whole[end:have]  # moved in place (overlapping views copy safely), not resized
         taken = data.count(b"\n")
-        del buf[:end]
+        have -= end
         newlines -= taken
         yield Block(data, starts, ends, lines + line, slow, longest, index, options), end
         line += taken

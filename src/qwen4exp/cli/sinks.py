@@ -238,12 +238,11 @@ class JsonlSink(Sink):
             self._file = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
 
     def _write(self, index, flat, offsets, masks, kept) -> None:
-        from .._jsonl import jsonl_rows
+        from .._jsonl import write_jsonl_rows
 
         ends = [e.encode("utf-8") for e in self.extra.json_suffixes(offsets, masks, kept)] if self.extra else None
-        self._file.write(jsonl_rows(np.ascontiguousarray(index, dtype=np.int64),
-                                    np.ascontiguousarray(offsets, dtype=np.int32),
-                                    np.ascontiguousarray(flat, dtype=np.int32), ends))
+        write_jsonl_rows(self._file, np.ascontiguousarray(index, dtype=np.int64),
+                         np.ascontiguousarray(offsets, dtype=np.int32), np.ascontiguousarray(flat, dtype=np.int32), ends)
 
     def _close(self) -> None:
         if self._file is not self._raw:
