@@ -194,7 +194,6 @@ def write_jsonl_rows(f, const int64_t[::1] index, const int32_t[::1] offsets, co
                         memcpy(p, b'}\n', 2)
                         p += 2
                         k += 1
-                extra = 0
             else:
                 while k < m:
                     suffix = suffixes[k]
