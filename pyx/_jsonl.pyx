@@ -190,9 +190,7 @@ def write_jsonl_rows(f, const int64_t[::1] index, const int32_t[::1] offsets, co
             if suffixes is None:
                 with nogil:
                     while k < m and (p - buf) + row_bound(&offsets[0], k, 0) <= WRITE_PIECE:
-                        p = write_row(p, index[k], ids, offsets[k], offsets[k + 1])
-                        memcpy(p, b'}\n', 2)
-                        p += 2
+                        p = write_plain_row(p, index[k], ids, offsets[k], offsets[k + 1])
                         k += 1
             else:
                 while k < m:
@@ -211,6 +209,12 @@ def write_jsonl_rows(f, const int64_t[::1] index, const int32_t[::1] offsets, co
         return written
     finally:
         q4_free(buf)
+
+
+cdef inline char *write_plain_row(char *p, int64_t index, const int32_t *ids, int32_t a, int32_t b) noexcept nogil:
+    p = write_row(p, index, ids, a, b)
+    memcpy(p, b'}\n', 2)
+    return p + 2
 
 
 cdef inline char *write_suffixed_row(char *p, int64_t index, const int32_t *ids, int32_t a, int32_t b,
@@ -232,9 +236,7 @@ cdef Py_ssize_t write_long_row(f, int64_t index, const int32_t *ids, const int32
         raise MemoryError("out of memory writing a JSONL row")
     try:
         if suffix is None:
-            p = write_row(own, index, ids, offsets[k], offsets[k + 1])
-            memcpy(p, b'}\n', 2)
-            p += 2
+            p = write_plain_row(own, index, ids, offsets[k], offsets[k + 1])
         else:
             p = write_suffixed_row(own, index, ids, offsets[k], offsets[k + 1], suffix)
         return write_out(f, own, p - own)

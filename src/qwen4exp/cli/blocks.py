@@ -71,9 +71,7 @@ def read_blocks(f, chunk_records: int, chunk_bytes: int, options: RecordOptions 
         if not eof and (newlines == 0 or (newlines < chunk_records and have < chunk_bytes)):
             data = read(READ_SIZE)
             if data:
-                if have + len(data) > len(buf):
-                    buf.extend(bytes(have + len(data) - len(buf)))
-                buf[have:have + len(data)] = data
+                buf[have:have + len(data)] = data  # grows buf only when it runs past its end
                 have += len(data)
                 newlines += data.count(b"\n")
                 continue
