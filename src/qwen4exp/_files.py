@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .errors import Qwen4ExpError
+from qwen4exp.errors import Qwen4ExpError
 
 __all__ = ["NotRegularFileError", "kind_of", "read_regular_file"]
 

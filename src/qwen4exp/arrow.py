@@ -10,8 +10,8 @@ extra) and imported only here, on first use.
 
 from __future__ import annotations
 
-from ._arrow import encode_string_arrays, invalid_utf8_rows
-from .errors import Qwen4ExpError, TextEncodingError, surrogate_error
+from qwen4exp._arrow import encode_string_arrays, invalid_utf8_rows
+from qwen4exp.errors import Qwen4ExpError, TextEncodingError, surrogate_error
 
 __all__ = ["encode_arrow", "bool_array", "int_array", "list_array", "list_numpy", "offsets_numpy", "offsets_of",
            "joined_rows", "valid_numpy", "invalid_rows", "need_pyarrow"]

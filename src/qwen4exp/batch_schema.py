@@ -61,7 +61,7 @@ def token_arrays(pa: Any, offsets, ids, masks=None) -> list:
     `masks`: (assistant_mask, message_index), flat like ids, or None."""
     import numpy as np
 
-    from .arrow import int_array, list_array
+    from qwen4exp.arrow import int_array, list_array
 
     offsets = np.ascontiguousarray(offsets, dtype=np.int32)
     out = [list_array(pa, offsets, ids), int_array(pa, np.diff(offsets), pa.int32())]

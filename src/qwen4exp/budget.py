@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import media as _media
-from .errors import BudgetError, fault_error
-from .segments import RenderedChat
+from qwen4exp import media as _media
+from qwen4exp.errors import BudgetError, fault_error
+from qwen4exp.segments import RenderedChat
 
 __all__ = ["FittedChat", "fit_chat"]
 

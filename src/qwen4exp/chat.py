@@ -18,12 +18,12 @@ from operator import attrgetter
 from collections.abc import Sequence
 from typing import Any
 
-from .chat_validate import validate_request
-from .formats import chat_format as _chat_format
-from .formats import chat_formats, default_format
-from .media import locate as _locate_media
-from .segments import ChatRecord, RenderedChat
-from .shapes import MessageLike, ToolLike
+from qwen4exp.chat_validate import validate_request
+from qwen4exp.formats import chat_format as _chat_format
+from qwen4exp.formats import chat_formats, default_format
+from qwen4exp.media import locate as _locate_media
+from qwen4exp.segments import ChatRecord, RenderedChat
+from qwen4exp.shapes import MessageLike, ToolLike
 
 __all__ = ["render_chat", "render_chat_into", "chat_formats"]
 

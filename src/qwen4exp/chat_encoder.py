@@ -17,11 +17,11 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
-from . import media as _media
-from ._encoder import common_prefix
-from .masks import EncodedChat, chat_masks
-from .errors import fault_error
-from .segments import RenderedChat
+from qwen4exp import media as _media
+from qwen4exp._encoder import common_prefix
+from qwen4exp.masks import EncodedChat, chat_masks
+from qwen4exp.errors import fault_error
+from qwen4exp.segments import RenderedChat
 
 __all__ = ["ChatEncoder"]
 

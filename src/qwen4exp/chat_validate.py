@@ -18,11 +18,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ._encoder import utf8_cached
-from .errors import ChatFormatError
-from .media import MediaItem, Numbering
-from .requests import reject_constant
-from .segments import utf8
+from qwen4exp._encoder import utf8_cached
+from qwen4exp.errors import ChatFormatError
+from qwen4exp.media import MediaItem, Numbering
+from qwen4exp.requests import reject_constant
+from qwen4exp.segments import utf8
 
 __all__ = [
     "SYSTEM",

@@ -49,12 +49,12 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ._stream import ATOM_ACTIONS, Delta, ParserCore
-from .errors import Qwen4ExpError, id_error
-from .markers import Marker
-from .segments import Kind, RenderedChat
-from .shapes import ParsedCompletion, ToolLike
-from .tool_calls import CallContext
+from qwen4exp._stream import ATOM_ACTIONS, Delta, ParserCore
+from qwen4exp.errors import Qwen4ExpError, id_error
+from qwen4exp.markers import Marker
+from qwen4exp.segments import Kind, RenderedChat
+from qwen4exp.shapes import ParsedCompletion, ToolLike
+from qwen4exp.tool_calls import CallContext
 
 __all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
 
@@ -181,7 +181,7 @@ def rerender_difference(chat_format: str, tools, head: bytes, written: bytes, ms
     newlines the template writes where the model wrote others, text between
     or after calls, an empty reasoning block the template adds, a value typed
     from another spelling, a call body not in the template's form."""
-    from .chat import render_chat  # the renderer, only to check the promise
+    from qwen4exp.chat import render_chat  # the renderer, only to check the promise
 
     turn = {key: msg[key] for key in ("role", "content", "reasoning_content", "tool_calls")}
     query = {"role": "user", "content": "?"}

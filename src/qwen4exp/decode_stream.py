@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._stream import DecodeStreamCore
-from .errors import id_error
+from qwen4exp._stream import DecodeStreamCore
+from qwen4exp.errors import id_error
 
 __all__ = ["DecodeStream"]
 

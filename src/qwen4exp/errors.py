@@ -4,8 +4,8 @@ native core returns codes (pyx/_faults.pxd, pyx/_geometry.pxd) and never
 imports this layer; the Python modules call the builders below.
 """
 
-from ._faults import Fault
-from ._geometry import GeoCode
+from qwen4exp._faults import Fault
+from qwen4exp._geometry import GeoCode
 
 __all__ = [
     "Qwen4ExpError",

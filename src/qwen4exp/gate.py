@@ -25,15 +25,15 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from . import _vocab_compile
-from ._files import NotRegularFileError, read_regular_file
-from .chat import render_chat, render_chat_into
-from .formats import chat_format, chat_formats, default_format
-from .markers import CONTROL_MARKERS, Marker, MediaMarker
-from .errors import JsonError, Qwen4ExpError
-from .requests import loads_json
-from .segments import Kind, RenderedChat, Segment
-from .tokenizer import TokenBuffer, Tokenizer
+from qwen4exp import _vocab_compile
+from qwen4exp._files import NotRegularFileError, read_regular_file
+from qwen4exp.chat import render_chat, render_chat_into
+from qwen4exp.formats import chat_format, chat_formats, default_format
+from qwen4exp.markers import CONTROL_MARKERS, Marker, MediaMarker
+from qwen4exp.errors import JsonError, Qwen4ExpError
+from qwen4exp.requests import loads_json
+from qwen4exp.segments import Kind, RenderedChat, Segment
+from qwen4exp.tokenizer import TokenBuffer, Tokenizer
 
 ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "gate_oracle.json")
 # The markers the renderer emits as TRUSTED_CONTROL (docs/FORMAT.md, section 3).

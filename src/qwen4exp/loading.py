@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _vocab_compile
-from ._files import read_regular_file
-from .errors import VocabularyError
-from .vocabulary import Vocabulary
+from qwen4exp import _vocab_compile
+from qwen4exp._files import read_regular_file
+from qwen4exp.errors import VocabularyError
+from qwen4exp.vocabulary import Vocabulary
 
 __all__ = ["DATA_DIR", "bundled_arrays", "compiled_file", "arrays_sha256"]
 

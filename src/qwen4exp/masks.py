@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .markers import Marker
+from qwen4exp.markers import Marker
 
 __all__ = ["EncodedChat"]
 

@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import ChatFormatError, MediaError
-from .markers import MediaMarker
+from qwen4exp.errors import ChatFormatError, MediaError
+from qwen4exp.markers import MediaMarker
 
 __all__ = [
     "MediaPart",

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ._files import read_regular_file
-from .loading import DATA_DIR, compiled_file
-from .errors import ChatFormatError, VocabularyError
-from .formats import chat_format as format_named, identify_template
-from .vocabulary import VOCABULARIES
+from qwen4exp._files import read_regular_file
+from qwen4exp.loading import DATA_DIR, compiled_file
+from qwen4exp.errors import ChatFormatError, VocabularyError
+from qwen4exp.formats import chat_format as format_named, identify_template
+from qwen4exp.vocabulary import VOCABULARIES
 
 __all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template"]
 

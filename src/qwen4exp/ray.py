@@ -19,14 +19,14 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from . import batch_schema
-from .arrow import joined_rows, list_numpy
-from .chat import render_chat
-from .errors import ChatFormatError, Qwen4ExpError
-from .formats import chat_format as format_named, chat_formats
-from .vocabulary import DEFAULT_VOCABULARY
-from .requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
-from .tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
+from qwen4exp import batch_schema
+from qwen4exp.arrow import joined_rows, list_numpy
+from qwen4exp.chat import render_chat
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError
+from qwen4exp.formats import chat_format as format_named, chat_formats
+from qwen4exp.vocabulary import DEFAULT_VOCABULARY
+from qwen4exp.requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
+from qwen4exp.tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
 
 __all__ = ["tokenize_dataset", "TokenizerPool", "actor_room"]
 
@@ -255,8 +255,8 @@ class _TokenizeColumn(_Worker):
         its place with empty ids."""
         import pyarrow.compute as pc
 
-        from .arrow import invalid_rows
-        from .errors import TextEncodingError
+        from qwen4exp.arrow import invalid_rows
+        from qwen4exp.errors import TextEncodingError
 
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             raise TypeError(f"tokenize_dataset: kind=\"text\" needs a string column; {self.column!r} is {col.type}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 
-from .errors import JsonError, Qwen4ExpError, RecordError
+from qwen4exp.errors import JsonError, Qwen4ExpError, RecordError
 
 __all__ = ["REQUEST_KEYS", "loads_json", "request_from_json", "request_of_row", "strip_none", "failure_name"]
 

@@ -13,7 +13,7 @@ from functools import partial
 from itertools import accumulate, cycle
 from typing import Any, NamedTuple
 
-from .errors import surrogate_error
+from qwen4exp.errors import surrogate_error
 
 __all__ = ["Kind", "Segment", "MessageSpan", "RenderedChat", "SegmentBuilder", "utf8"]
 

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
-from . import _vocab_compile
-from . import media as _media
-from .chat import render_chat as _render_chat
-from .formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
-from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
-from ._encoder import NativeTokenizer
-from ._faults import InitFault
-from .loading import arrays_sha256, bundled_arrays, compiled_file
-from .token_buffer import TokenBuffer
-from .completion import CompletionParser, parse_all
-from .decode_stream import DecodeStream, IdTables
-from .masks import EncodedChat, chat_masks
-from .errors import (
+from qwen4exp import _vocab_compile
+from qwen4exp import media as _media
+from qwen4exp.chat import render_chat as _render_chat
+from qwen4exp.formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
+from qwen4exp.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
+from qwen4exp._encoder import NativeTokenizer
+from qwen4exp._faults import InitFault
+from qwen4exp.loading import arrays_sha256, bundled_arrays, compiled_file
+from qwen4exp.token_buffer import TokenBuffer
+from qwen4exp.completion import CompletionParser, parse_all
+from qwen4exp.decode_stream import DecodeStream, IdTables
+from qwen4exp.masks import EncodedChat, chat_masks
+from qwen4exp.errors import (
     ChatFormatError,
     Qwen4ExpError,
     SegmentError,
@@ -38,12 +38,12 @@ from .errors import (
     init_error,
     surrogate_error,
 )
-from .segments import Kind, RenderedChat, Segment
-from .shapes import MessageLike, ParsedCompletion, ToolLike
+from qwen4exp.segments import Kind, RenderedChat, Segment
+from qwen4exp.shapes import MessageLike, ParsedCompletion, ToolLike
 
 if TYPE_CHECKING:
-    from .budget import FittedChat
-    from .chat_encoder import ChatEncoder
+    from qwen4exp.budget import FittedChat
+    from qwen4exp.chat_encoder import ChatEncoder
 
 __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
@@ -109,7 +109,7 @@ class Tokenizer:
         qwen4exp does not recognise. VocabularyError for a folder without a
         usable tokenizer.json, ChatFormatError for a template of no known
         format or a format of another vocabulary."""
-        from .pretrained import load_model_folder
+        from qwen4exp.pretrained import load_model_folder
 
         return load_model_folder(cls, path, chat_format=chat_format, cache_size=cache_size,
                                  encode_threads=encode_threads)
@@ -373,7 +373,7 @@ class Tokenizer:
         or per id. All or nothing, as encode_batch: a row that is not valid
         UTF-8 (Arrow arrays built from buffers can hold any bytes) raises
         TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
-        from .arrow import encode_arrow
+        from qwen4exp.arrow import encode_arrow
 
         return encode_arrow(self._native, strings, _thread_count(num_threads))
 
@@ -498,7 +498,7 @@ class Tokenizer:
         `render_options` go to render_chat; `expand_media` counts media parts
         as encode_chat does (the ids are expanded too).
         """
-        from .budget import fit_chat
+        from qwen4exp.budget import fit_chat
 
         return fit_chat(self, messages, budget, tools=tools, chat_format=chat_format,
                         add_generation_prompt=add_generation_prompt, expand_media=expand_media,
@@ -506,7 +506,7 @@ class Tokenizer:
 
     def chat_encoder(self) -> "ChatEncoder":
         """A ChatEncoder for one growing conversation (qwen4exp.chat_encoder)."""
-        from .chat_encoder import ChatEncoder
+        from qwen4exp.chat_encoder import ChatEncoder
 
         return ChatEncoder(self)
 

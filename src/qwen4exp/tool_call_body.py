@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 import json
 from typing import Any, Callable, ClassVar, Sequence
 
-from ._stream import Delta
+from qwen4exp._stream import Delta
 
 __all__ = ["CallBody", "call_id", "skip", "WS", "HOLD_NONE", "HOLD_SPACE", "HOLD_TAG_NAME", "HOLD_JSON_NAME"]
 

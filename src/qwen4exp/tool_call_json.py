@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 
-from .requests import reject_constant
-from .tool_call_body import HOLD_JSON_NAME, HOLD_SPACE, WS, CallBody, skip
-from .tool_schemas import written
+from qwen4exp.requests import reject_constant
+from qwen4exp.tool_call_body import HOLD_JSON_NAME, HOLD_SPACE, WS, CallBody, skip
+from qwen4exp.tool_schemas import written
 
 __all__ = ["JsonBody", "json_call"]
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._stream import Delta
-from .tool_call_body import HOLD_SPACE, HOLD_TAG_NAME, WS, CallBody, json_string, skip
-from .tool_schemas import typed_json
+from qwen4exp._stream import Delta
+from qwen4exp.tool_call_body import HOLD_SPACE, HOLD_TAG_NAME, WS, CallBody, json_string, skip
+from qwen4exp.tool_schemas import typed_json
 
 __all__ = ["XmlBody"]
 

@@ -30,11 +30,11 @@ at once; another prompt, other ids.
 
 from __future__ import annotations
 
-from .markers import Marker
-from .tool_call_body import WS, CallBody, call_id, skip
-from .tool_call_json import JsonBody, json_call
-from .tool_call_xml import XmlBody
-from .tool_schemas import tool_schemas
+from qwen4exp.markers import Marker
+from qwen4exp.tool_call_body import WS, CallBody, call_id, skip
+from qwen4exp.tool_call_json import JsonBody, json_call
+from qwen4exp.tool_call_xml import XmlBody
+from qwen4exp.tool_schemas import tool_schemas
 
 __all__ = ["CallContext", "CallReader", "call_id", "json_call", "FORMS"]
 

@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Mapping
 
-from .requests import reject_constant
+from qwen4exp.requests import reject_constant
 
 __all__ = ["schema_types", "tool_schemas", "typed_json", "json_value", "written"]
 

@@ -27,11 +27,11 @@ import time
 from collections import deque
 from typing import Any
 
-from .common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
-from .encode import encode_work
-from .sinks import ErrorsFile, check_paths, sink_for, write_errors
-from .columns import ExtraColumns, check_kept_names, record_options
-from .sources import Failure, format_of, open_source
+from qwen4exp.cli.common import EXIT_OK, EXIT_RECORDS_FAILED, InputError, UsageError, need_module, tokenizer_of
+from qwen4exp.cli.encode import encode_work
+from qwen4exp.cli.sinks import ErrorsFile, check_paths, sink_for, write_errors
+from qwen4exp.cli.columns import ExtraColumns, check_kept_names, record_options
+from qwen4exp.cli.sources import Failure, format_of, open_source
 
 __all__ = ["LocalEngine", "run_pipeline", "cmd_batch", "STOP_SIGNALS"]
 

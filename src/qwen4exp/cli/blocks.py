@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jsonl import scan_lines
-from .columns import RecordOptions
+from qwen4exp._jsonl import scan_lines
+from qwen4exp.cli.columns import RecordOptions
 
 __all__ = ["Block", "Rows", "read_blocks", "block_of_lines"]
 

@@ -31,9 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import batch_schema
-from ..requests import REQUEST_KEYS
-from .common import InputError, UsageError
+from qwen4exp import batch_schema
+from qwen4exp.requests import REQUEST_KEYS
+from qwen4exp.cli.common import InputError, UsageError
 
 __all__ = ["RecordOptions", "record_options", "BASE_COLUMNS", "MASK_COLUMNS", "other_fields", "check_kept_names",
            "mask_arrays", "kept_of", "join_kept", "ExtraColumns"]

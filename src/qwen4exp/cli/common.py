@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .._files import NotRegularFileError, read_regular_file
-from ..errors import Qwen4ExpError
-from ..tokenizer import Tokenizer
+from qwen4exp._files import NotRegularFileError, read_regular_file
+from qwen4exp.errors import Qwen4ExpError
+from qwen4exp.tokenizer import Tokenizer
 
 EXIT_OK = 0
 EXIT_RECORDS_FAILED = 1
@@ -95,7 +95,7 @@ RAY_EXTRA_HINT = 'pip install "ray[data]" pyarrow (or, in a clone of qwen4exp: p
 def format_vocabulary(chat_format: str) -> str:
     """The vocabulary of a chat format's models: the default of --vocab when
     --chat-format is given (README, "Formats and vocabularies")."""
-    from ..formats import chat_format as format_named
+    from qwen4exp.formats import chat_format as format_named
 
     return format_named(chat_format).vocabulary
 
@@ -116,7 +116,7 @@ def add_tokenizer_arguments(sp, with_format: bool = True) -> None:
     """--vocab NAME | --tokenizer PATH, for a command that tokenizes;
     `with_format`: the command has --chat-format (and reads chat requests),
     whose models' vocabulary is the default."""
-    from ..vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES
+    from qwen4exp.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES
 
     which = sp.add_mutually_exclusive_group()
     names = ", ".join([*VOCABULARIES, *(f"{a} (= {b})" for a, b in ALIASES.items())])
@@ -131,7 +131,7 @@ def add_tokenizer_arguments(sp, with_format: bool = True) -> None:
 def add_chat_format_argument(sp, default: str | None = None) -> None:
     """--chat-format F, for a command that renders chats; `default` says what
     the command does without it."""
-    from ..formats import chat_formats, default_format
+    from qwen4exp.formats import chat_formats, default_format
 
     if default is None:
         default = f'the request\'s "chat_format", else the vocabulary\'s format ({default_format().name})'
@@ -146,7 +146,7 @@ def _load_path(path: str) -> Tokenizer:
     no template, as the file alone (Tokenizer.from_file)."""
     import os
 
-    from ..pretrained import read_chat_template
+    from qwen4exp.pretrained import read_chat_template
 
     if os.path.isdir(path) and read_chat_template(path) is not None:
         return Tokenizer.from_pretrained(path)
@@ -193,7 +193,7 @@ def other_vocabulary_hint(ids, tok, args, with_format: bool, chat_format: str | 
     error that say which option reads them (the bundled vocabularies that
     have every one of them, and the chat formats whose models use those),
     else ""."""
-    from ..tokenizer import vocabularies
+    from qwen4exp.tokenizer import vocabularies
 
     top = max((int(i) for i in ids), default=-1)
     if top < tok.vocab_size:
@@ -212,7 +212,7 @@ def other_vocabulary_hint(ids, tok, args, with_format: bool, chat_format: str | 
         return (f"; id {top} is past every bundled vocabulary: --tokenizer PATH reads the model's own "
                 "tokenizer.json")
     how = " or ".join(f"--vocab {name}" for name in fits)
-    from ..formats import chat_formats
+    from qwen4exp.formats import chat_formats
 
     formats = [f for f in chat_formats() if format_vocabulary(f) in fits] if with_format else []
     if formats:

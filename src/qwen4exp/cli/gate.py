@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import sys
 
-from ..vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
-from ..errors import ChatFormatError, Qwen4ExpError
-from ..formats import chat_formats
-from ..gate import GateInputError, gate_tokenizer_file, run_gate
-from ..tokenizer import Tokenizer
-from .common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, format_vocabulary, write_stdout
+from qwen4exp.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError
+from qwen4exp.formats import chat_formats
+from qwen4exp.gate import GateInputError, gate_tokenizer_file, run_gate
+from qwen4exp.tokenizer import Tokenizer
+from qwen4exp.cli.common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, format_vocabulary, write_stdout
 
 EXIT_FAILED = 1  # a check failed
 

@@ -43,12 +43,12 @@ import json
 import os
 import sys
 
-from ..errors import JsonError, Qwen4ExpError, RecordError
-from ..markers import Marker
-from ..requests import REQUEST_KEYS, loads_json, request_from_json
-from . import gate
-from .batch import cmd_batch
-from .common import (
+from qwen4exp.errors import JsonError, Qwen4ExpError, RecordError
+from qwen4exp.markers import Marker
+from qwen4exp.requests import REQUEST_KEYS, loads_json, request_from_json
+from qwen4exp.cli import gate
+from qwen4exp.cli.batch import cmd_batch
+from qwen4exp.cli.common import (
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -65,7 +65,7 @@ from .common import (
     tokenizer_of,
     write_stdout,
 )
-from .parser import build_parser
+from qwen4exp.cli.parser import build_parser
 
 def _read_bytes(path: str) -> bytes:
     return read_input(path)
@@ -116,7 +116,7 @@ def _load_request(path: str, args=None):
 
 
 def _render(messages, options, where: str):
-    from ..chat import render_chat
+    from qwen4exp.chat import render_chat
     try:
         return render_chat(messages, **options)
     except Qwen4ExpError as exc:
@@ -150,7 +150,7 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    from ..segments import Kind
+    from qwen4exp.segments import Kind
 
     return Kind(kind).name
 
@@ -175,7 +175,7 @@ def _short_ids(ids, width: int) -> str:
 
 def _segment_ids(tok, chat):
     """Token ids of each segment on its own (their concatenation is encode_chat)."""
-    from ..segments import Segment
+    from qwen4exp.segments import Segment
 
     out = []
     for seg in chat.segments:
@@ -449,7 +449,7 @@ def _cmd_batch(args) -> int:
             raise UsageError("--address is for --engine ray")
         return cmd_batch(args)
     try:
-        from .ray_engine import RayEngine
+        from qwen4exp.cli.ray_engine import RayEngine
     except ImportError:
         raise UsageError(f"--engine ray needs ray: {RAY_EXTRA_HINT}") from None
     return cmd_batch(args, engine=RayEngine)

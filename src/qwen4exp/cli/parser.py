@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Mapping
 
-from ..formats import default_format
-from ..markers import Marker
-from . import gate
-from .common import add_chat_format_argument, add_tokenizer_arguments
+from qwen4exp.formats import default_format
+from qwen4exp.markers import Marker
+from qwen4exp.cli import gate
+from qwen4exp.cli.common import add_chat_format_argument, add_tokenizer_arguments
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -165,7 +165,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         return sp
 
     tokenizer_opt = add_tokenizer_arguments
-    from .sinks import SINKS  # batch's output formats (imported here: the parser of every command is built)
+    from qwen4exp.cli.sinks import SINKS  # batch's output formats (imported here: the parser of every command is built)
 
     def ids_opts(sp):
         sp.add_argument("ids", nargs="*", metavar="ID", help="token ids (default: read FILE or stdin)")
@@ -355,6 +355,6 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from .. import __version__
+    from qwen4exp import __version__
 
     return __version__

@@ -17,14 +17,14 @@ import os
 import numpy as np
 import ray
 
-from ..arrow import offsets_of
-from ..errors import Qwen4ExpError
-from ..ray import TokenizerPool
-from .blocks import Rows, block_of_lines
-from .columns import RecordOptions, join_kept, record_options
-from .common import InputError, UsageError
-from .encode import EncodedChunk, encode_work
-from .sources import PARQUET_EXT, JsonlSource, ParquetSource, iter_jsonl
+from qwen4exp.arrow import offsets_of
+from qwen4exp.errors import Qwen4ExpError
+from qwen4exp.ray import TokenizerPool
+from qwen4exp.cli.blocks import Rows, block_of_lines
+from qwen4exp.cli.columns import RecordOptions, join_kept, record_options
+from qwen4exp.cli.common import InputError, UsageError
+from qwen4exp.cli.encode import EncodedChunk, encode_work
+from qwen4exp.cli.sources import PARQUET_EXT, JsonlSource, ParquetSource, iter_jsonl
 
 __all__ = ["RayEngine"]
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import batch_schema
-from .._files import kind_of
-from ..arrow import int_array, joined_rows
-from ..errors import Qwen4ExpError
-from .common import InputError, OutputError, UsageError, need_module
-from .sources import JSONL_EXT, PARQUET_EXT
+from qwen4exp import batch_schema
+from qwen4exp._files import kind_of
+from qwen4exp.arrow import int_array, joined_rows
+from qwen4exp.errors import Qwen4ExpError
+from qwen4exp.cli.common import InputError, OutputError, UsageError, need_module
+from qwen4exp.cli.sources import JSONL_EXT, PARQUET_EXT
 
 __all__ = ["Sink", "ParquetSink", "JsonlSink", "SINKS", "sink_for", "ErrorsFile", "write_errors", "check_paths",
            "same_file", "flatten", "output_target"]
@@ -104,7 +104,7 @@ class Sink(ABC):
         """UsageError, before any work, when a module the format needs is missing."""
 
     def __init__(self, out: str, extra=None):
-        from .columns import ExtraColumns
+        from qwen4exp.cli.columns import ExtraColumns
 
         self.out = out
         self.extra = extra if extra is not None else ExtraColumns(False, False)
@@ -238,7 +238,7 @@ class JsonlSink(Sink):
             self._file = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
 
     def _write(self, index, flat, offsets, masks, kept) -> None:
-        from .._jsonl import write_jsonl_rows
+        from qwen4exp._jsonl import write_jsonl_rows
 
         ends = [e.encode("utf-8") for e in self.extra.json_suffixes(offsets, masks, kept)] if self.extra else None
         write_jsonl_rows(self._file, np.ascontiguousarray(index, dtype=np.int64),

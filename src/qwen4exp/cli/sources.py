@@ -17,13 +17,13 @@ import os
 import stat
 import sys
 
-from ..formats import default_format
-from .._files import kind_of
-from ..errors import RecordError
-from ..requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
-from .blocks import Rows, read_blocks
-from .columns import RecordOptions, other_fields
-from .common import InputError, UsageError, need_module
+from qwen4exp.formats import default_format
+from qwen4exp._files import kind_of
+from qwen4exp.errors import RecordError
+from qwen4exp.requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
+from qwen4exp.cli.blocks import Rows, read_blocks
+from qwen4exp.cli.columns import RecordOptions, other_fields
+from qwen4exp.cli.common import InputError, UsageError, need_module
 
 __all__ = ["Record", "Failure", "JsonlSource", "ParquetSource", "open_source", "format_of", "failure_of",
            "record_of_line", "records_of_batch", "iter_jsonl", "check_input_file"]
@@ -88,7 +88,7 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
                 extra=None) -> Record:
     """Turn one decoded record into a text or rendered-chat record (or raise);
     `extra`: its other fields when options.keep (default: obj's own)."""
-    from ..chat import render_chat
+    from qwen4exp.chat import render_chat
 
     if options.keep and extra is None:
         extra = other_fields(obj)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any, Mapping
 
-from ..errors import ChatFormatError
-from ..vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
-from ._descriptor import OPTION_NAMES, ChatFormat, template_digest
+from qwen4exp.errors import ChatFormatError
+from qwen4exp.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+from qwen4exp.formats._descriptor import OPTION_NAMES, ChatFormat, template_digest
 
 __all__ = ["ChatFormat", "chat_formats", "chat_format", "register", "unregister", "formats_of_vocabulary",
            "identify_template", "default_format", "OPTION_NAMES", "template_digest"]

@@ -9,7 +9,7 @@ no per-call kind tracking, no marker checks.
 
 from __future__ import annotations
 
-from ..markers import Marker
+from qwen4exp.markers import Marker
 
 IM_START = Marker.IM_START.data
 IM_END = Marker.IM_END.data

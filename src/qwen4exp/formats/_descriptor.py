@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
-from ..chat_validate import JSON_CALLS, XML_PYTHON, Request, Rules
+from qwen4exp.chat_validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
 __all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
 

@@ -31,10 +31,10 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 
 from __future__ import annotations
 
-from ..chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
-from ._descriptor import ChatFormat, RenderedParts, fingerprints
-from ._turns import close_tool_response, write_calls
-from ._control import (
+from qwen4exp.chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
+from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
+from qwen4exp.formats._turns import close_tool_response, write_calls
+from qwen4exp.formats._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_CALL_PAIR,
     NO_THINKING_PROMPT,
 )

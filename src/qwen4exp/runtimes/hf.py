@@ -51,12 +51,12 @@ except ImportError as exc:  # transformers is an optional dependency
         "pip install 'transformers>=4.57,<6', or in a clone of qwen4exp: pip install '.[hf]'"
     ) from exc
 
-from ..errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
-from ..formats import chat_format as format_named
-from ..formats import identify_template
-from ..pretrained import read_chat_template
-from ..segments import RenderedChat, SegmentBuilder
-from ..tokenizer import Tokenizer
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
+from qwen4exp.formats import chat_format as format_named
+from qwen4exp.formats import identify_template
+from qwen4exp.pretrained import read_chat_template
+from qwen4exp.segments import RenderedChat, SegmentBuilder
+from qwen4exp.tokenizer import Tokenizer
 
 __all__ = ["Qwen4ExpTokenizer", "ASSISTANT_MASK_STYLES"]
 

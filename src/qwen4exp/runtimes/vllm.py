@@ -73,7 +73,7 @@ def register() -> None:
     ToolParserManager.register_lazy_module(MODE, "qwen4exp.runtimes.vllm_parse", "Qwen4ExpToolParser")
     ReasoningParserManager.register_lazy_module(MODE, "qwen4exp.runtimes.vllm_parse",
                                                 "Qwen4ExpReasoningParser")
-    from .vllm_parse import install_parser_composition
+    from qwen4exp.runtimes.vllm_parse import install_parser_composition
 
     install_parser_composition(MODE)
 
@@ -287,7 +287,7 @@ class Qwen4ExpTokenizer:
                             **kwargs) -> str | list[int]:
         """Render with provenance (as the renderer does): token ids, or the
         rendered text with tokenize=False."""
-        from .vllm_render import render_request
+        from qwen4exp.runtimes.vllm_render import render_request
 
         kwargs = dict(kwargs)
         tokenize = kwargs.pop("tokenize", True)

@@ -42,7 +42,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
 from qwen4exp.markers import Marker
 
-from .vllm_render import render_request
+from qwen4exp.runtimes.vllm_render import render_request
 
 __all__ = ["Qwen4ExpParser", "Qwen4ExpReasoningParser", "Qwen4ExpToolParser", "install_parser_composition"]
 
