@@ -1,8 +1,8 @@
 """Builds the Cython extensions in pyx/ and the compiled bundled vocabulary.
 
-Each pyx/_NAME.pyx becomes the extension qwen4exp._NAME. Cross-module
-`cimport qwen4exp._x` needs the .pxd files under a `qwen4exp/` folder, so they
-are mirrored into build/pxd/qwen4exp/ before cythonizing.
+Each pyx/_NAME.pyx becomes the extension qwen4exp._native._NAME. Cross-module
+`cimport qwen4exp._native._x` needs the .pxd files under a `qwen4exp/_native/`
+folder, so they are mirrored into build/pxd/qwen4exp/_native/ before cythonizing.
 
 Environment:
   QWEN4EXP_SANITIZE=1   build with AddressSanitizer + UBSan (see README, developers)
@@ -24,7 +24,7 @@ VOCAB = os.path.join(HERE, "vocab")
 
 def _load_compiler():
     spec = importlib.util.spec_from_file_location(
-        "_qwen4exp_vocab_compile", os.path.join(HERE, "src", "qwen4exp", "_vocab_compile.py")
+        "_qwen4exp_vocab_compile", os.path.join(HERE, "src", "qwen4exp", "vocab", "compile.py")
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -41,8 +41,8 @@ DATA_FILES = ("tokenizer.json", "tokenizer_config.json", COMPILER.MANIFEST,
 
 
 def write_package_data(target_pkg_dir):
-    """Copy vocab/ files into <pkg>/_data and compile each bundled vocabulary."""
-    data = os.path.join(target_pkg_dir, "_data")
+    """Copy vocab/ files into <pkg>/vocab/_data and compile each bundled vocabulary."""
+    data = os.path.join(target_pkg_dir, "vocab", "_data")
     for name in DATA_FILES:
         os.makedirs(os.path.dirname(os.path.join(data, name)), exist_ok=True)
         shutil.copyfile(os.path.join(VOCAB, name), os.path.join(data, name))
@@ -73,8 +73,9 @@ def extensions():
     import numpy
 
     inc = os.path.join(HERE, "build", "pxd")
-    mirror = os.path.join(inc, "qwen4exp")
+    mirror = os.path.join(inc, "qwen4exp", "_native")
     os.makedirs(mirror, exist_ok=True)
+    open(os.path.join(inc, "qwen4exp", "__init__.pxd"), "a").close()
     open(os.path.join(mirror, "__init__.pxd"), "a").close()
     for name in os.listdir(PYX):
         if name.endswith((".pxd", ".h")):
@@ -96,7 +97,7 @@ def extensions():
             mod = name[:-4]
             exts.append(
                 Extension(
-                    f"qwen4exp.{mod}",
+                    f"qwen4exp._native.{mod}",
                     [os.path.join("pyx", name)],
                     include_dirs=[PYX, numpy.get_include()],
                     extra_compile_args=cflags,
@@ -119,5 +120,6 @@ setup(
     ext_modules=extensions(),
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     # py.typed and the compiled modules' stubs (*.pyi): the package is typed (PEP 561)
-    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + COMPILED] + ["examples/*.json", "py.typed", "*.pyi"]},
+    package_data={"qwen4exp": ["py.typed", "_native/*.pyi", "cli/example_chat.json", "runtimes/gate_oracle.json"]
+                  + [f"vocab/_data/{n}" for n in DATA_FILES + COMPILED]},
 )

@@ -19,7 +19,7 @@ import report  # noqa: F401  (bench/ and tests/ on sys.path, thread settings)
 from _hf_reference import reference_tables
 
 import qwen4exp
-from qwen4exp._pretokenize import split
+from qwen4exp._native._pretokenize import split
 
 
 def misses(corpus: str) -> list[str]:

@@ -31,7 +31,7 @@ PATTERNS = {"qwen3": False, "qwen3.6": True}  # marks=True: the Qwen3.5/3.6 patt
 
 def scan(corpus: str, cap: int, marks: bool, rounds: int):
     """(MB/s, pieces) of the best round."""
-    from qwen4exp._pretokenize import count_pieces
+    from qwen4exp._native._pretokenize import count_pieces
 
     text = common.corpus_text(corpus)
     nbytes = common.corpus_bytes(corpus)
@@ -43,7 +43,7 @@ def scan(corpus: str, cap: int, marks: bool, rounds: int):
 @pytest.mark.parametrize("cap", CAPS)
 @pytest.mark.parametrize("corpus", common.THROUGHPUT_CORPORA)
 def test_pretokenize_throughput(benchmark, corpus, cap):
-    from qwen4exp._pretokenize import count_pieces
+    from qwen4exp._native._pretokenize import count_pieces
 
     text = common.corpus_text(corpus)
     nbytes = common.corpus_bytes(corpus)

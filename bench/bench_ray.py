@@ -16,7 +16,7 @@ bench_batch.py's CLI section), repeated --scale times (default 2: ~18 MB).
    the cluster start.
 2. One actor's work without Ray: tokenize_dataset's batch function (Arrow
    batch in, Arrow batch out) called here, 1 thread, against the bare calls.
-3. `qwen4exp.ray.tokenize_dataset` on a running 2-CPU cluster against the
+3. `qwen4exp.runtimes.ray.tokenize_dataset` on a running 2-CPU cluster against the
    same work in one process (text: encode_batch with 2 threads; chat:
    render_chat + encode_chats with 2 threads). Best of --rounds; the Ray time
    is a whole dataset execution (actor start, scheduling, Arrow transfers);
@@ -101,8 +101,8 @@ def worker_section(texts, chats, rounds: int) -> list[str]:
     import pyarrow as pa
 
     import qwen4exp
-    from qwen4exp.chat import render_chat
-    from qwen4exp.ray import _TokenizeColumn
+    from qwen4exp.render.chat import render_chat
+    from qwen4exp.runtimes.ray import _TokenizeColumn
 
     tok = qwen4exp.Tokenizer()
     text_col = [t["text"] for t in texts]
@@ -153,8 +153,8 @@ def library_section(texts, chats, rounds: int) -> list[str]:
     import ray.data
 
     import qwen4exp
-    import qwen4exp.ray
-    from qwen4exp.chat import render_chat
+    import qwen4exp.runtimes.ray
+    from qwen4exp.render.chat import render_chat
 
     tok = qwen4exp.Tokenizer()
     text_col = [t["text"] for t in texts]
@@ -178,7 +178,7 @@ def library_section(texts, chats, rounds: int) -> list[str]:
             out = ds.map_batches(_Identity, batch_format="pyarrow", batch_size=256,
                                  compute=ray.data.ActorPoolStrategy(size=2), num_cpus=1)
             return sum(t.num_rows for t in ray.get(out.to_arrow_refs()))
-        out = qwen4exp.ray.tokenize_dataset(ds, column="x", kind=kind, batch_size=256, concurrency=2)
+        out = qwen4exp.runtimes.ray.tokenize_dataset(ds, column="x", kind=kind, batch_size=256, concurrency=2)
         tables = ray.get(out.select_columns(["length"]).to_arrow_refs())
         return int(sum(t.column("length").to_numpy().sum() for t in tables))
 

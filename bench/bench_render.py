@@ -21,7 +21,7 @@ import pytest
 
 from common import chat_conversation
 
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 VOCAB = Path(__file__).resolve().parents[1] / "vocab"
 N_CONVERSATIONS = 200

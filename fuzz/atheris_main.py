@@ -17,10 +17,10 @@ def main(name: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     with atheris.instrument_imports(include=["qwen4exp", "harness", "harness_input"]):
         import qwen4exp  # noqa: F401
-        import qwen4exp.chat  # noqa: F401
-        import qwen4exp.chat_validate  # noqa: F401
-        import qwen4exp.segments  # noqa: F401
-        import qwen4exp.tokenizer  # noqa: F401
+        import qwen4exp.render.chat  # noqa: F401
+        import qwen4exp.render.validate  # noqa: F401
+        import qwen4exp.render.segments  # noqa: F401
+        import qwen4exp.encode.tokenizer  # noqa: F401
         import harness
 
     run = harness.RUNNERS[name]

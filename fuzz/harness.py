@@ -49,7 +49,7 @@ from qwen4exp import (
     TokenBuffer,
     UnknownControlError,
 )
-from qwen4exp.chat import render_chat, render_chat_into
+from qwen4exp.render.chat import render_chat, render_chat_into
 
 from _chat_reference import TwinCollision, check_geometry, check_provenance, control_markers, render_kwargs
 from _hf_reference import hf_ids, hf_plain, reference_tables

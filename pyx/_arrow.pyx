@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Arrow string arrays in, the buffers of a list<int32> array out: the native
-side of Tokenizer.encode_arrow (src/qwen4exp/arrow.py).
+side of Tokenizer.encode_arrow (src/qwen4exp/encode/arrow.py).
 
 Each array's validity bitmap, offsets (int32 for string, int64 for
 large_string) and UTF-8 data are read in place through the buffer protocol,
@@ -19,13 +19,13 @@ cimport numpy as cnp
 
 import numpy as np
 
-from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
-from qwen4exp._encoder cimport NativeTokenizer
-from qwen4exp._scheduler cimport Stream, new_streams, free_streams
-from qwen4exp._bpe cimport Worker
-from qwen4exp._idvec cimport IdVec, idvec_free
-from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY
-from qwen4exp._geometry cimport utf8_invalid_at
+from qwen4exp._native._alloc cimport q4_malloc, q4_realloc, q4_free
+from qwen4exp._native._encoder cimport NativeTokenizer
+from qwen4exp._native._scheduler cimport Stream, new_streams, free_streams
+from qwen4exp._native._bpe cimport Worker
+from qwen4exp._native._idvec cimport IdVec, idvec_free
+from qwen4exp._native._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY
+from qwen4exp._native._geometry cimport utf8_invalid_at
 
 cnp.import_array()
 

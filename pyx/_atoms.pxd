@@ -1,8 +1,8 @@
 # The special-atom table: exact spellings of added tokens -> ids. A
 # TRUSTED_CONTROL segment must be exactly a concatenation of atoms.
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from qwen4exp._idvec cimport IdVec
-from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_UNKNOWN_CONTROL
+from qwen4exp._native._idvec cimport IdVec
+from qwen4exp._native._faults cimport RC_OK, RC_NO_MEMORY, RC_UNKNOWN_CONTROL
 
 cdef struct AtomTable:
     uint8_t *blob           # all spellings, concatenated (owned)

@@ -8,8 +8,8 @@ in the segment length for a fixed table.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcmp, memcpy, memset
-from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._idvec cimport IdVec, idvec_reserve
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._idvec cimport IdVec, idvec_reserve
 
 
 cdef int atoms_init(AtomTable *t, const uint8_t *blob, const int64_t *offsets,

@@ -4,8 +4,8 @@
 # vocabulary lookup first). A worker owns its scratch space and its piece
 # cache (pyx/_piece_cache.pxd), which the encode loop probes itself.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from qwen4exp._piece_cache cimport PieceCache
-from qwen4exp._char_starts cimport CharStarts
+from qwen4exp._native._piece_cache cimport PieceCache
+from qwen4exp._native._char_starts cimport CharStarts
 
 cdef enum:
     SHORT_PIECE = 96        # below this length the array method beats the heap (< 2**POS_BITS)

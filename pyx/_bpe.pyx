@@ -24,12 +24,12 @@ bpe_merge_unknown (pyx/_lookup.pyx, encode_slow).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT32_MAX
 from libc.string cimport memcpy, memcmp, memmove, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free, doubled_capacity
-from qwen4exp._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
+from qwen4exp._native._alloc cimport q4_malloc, q4_malloc_huge, q4_free_huge, q4_realloc, q4_free, doubled_capacity
+from qwen4exp._native._piece_cache cimport (PieceCache, LONG_KEY_MAX, cache_init_learning, cache_reset, cache_free,
                                     hash_bytes)
-from qwen4exp._char_starts cimport CharStarts, char_starts_init, char_starts_free, first_symbols
-from qwen4exp._faults cimport RC_NO_MEMORY, RC_TOO_LARGE
-from qwen4exp._idvec cimport copy_ids
+from qwen4exp._native._char_starts cimport CharStarts, char_starts_init, char_starts_free, first_symbols
+from qwen4exp._native._faults cimport RC_NO_MEMORY, RC_TOO_LARGE
+from qwen4exp._native._idvec cimport copy_ids
 
 cdef uint64_t EMPTY_SLOT = 0xFFFFFFFFFFFFFFFFULL
 cdef uint64_t GOLDEN = 0x9E3779B97F4A7C15ULL

@@ -38,7 +38,7 @@ saying which of c's keys P or Q have rules at all); rules are grouped by key.
 """
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
-from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
 
 cdef enum:
     BMP = 0x10000

@@ -26,7 +26,7 @@ import os
 
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from qwen4exp._alloc cimport q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_give
+from qwen4exp._native._alloc cimport q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_give
 
 cdef extern from *:
     """

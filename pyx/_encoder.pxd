@@ -3,14 +3,14 @@
 # encode_data on the same scheduler and workers).
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 
-from qwen4exp._scheduler cimport Stream, encode_fn, convert_fn
-from qwen4exp._idvec cimport IdVec
-from qwen4exp._bpe cimport BpeModel, Worker
-from qwen4exp._piece_cache cimport PieceCache, ShortSlot
-from qwen4exp._lookup cimport FIXED_SLOTS
-from qwen4exp._atoms cimport AtomTable
-from qwen4exp._geometry cimport GeoError
-from qwen4exp._pylist cimport IdInts
+from qwen4exp._native._scheduler cimport Stream, encode_fn, convert_fn
+from qwen4exp._native._idvec cimport IdVec
+from qwen4exp._native._bpe cimport BpeModel, Worker
+from qwen4exp._native._piece_cache cimport PieceCache, ShortSlot
+from qwen4exp._native._lookup cimport FIXED_SLOTS
+from qwen4exp._native._atoms cimport AtomTable
+from qwen4exp._native._geometry cimport GeoError
+from qwen4exp._native._pylist cimport IdInts
 
 
 cdef class NativeTokenizer:

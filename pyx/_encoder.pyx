@@ -24,26 +24,26 @@ import os
 
 import numpy as np
 
-from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
                                   free_streams, run_streams)
-from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve, copy_ids
-from qwen4exp._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
+from qwen4exp._native._idvec cimport IdVec, idvec_free, idvec_reserve, copy_ids
+from qwen4exp._native._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
                             bpe_model_char_starts, worker_init, worker_flush, worker_free, bpe_merge)
-from qwen4exp._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, cache_grow, q4_pc_prefetch
-from qwen4exp._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
-from qwen4exp._seed cimport build_seed
-from qwen4exp._char_starts cimport char_starts_describe, start_symbols
-from qwen4exp._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
-from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL, RC_TOO_LARGE, RC_NO_BYTE_TOKEN
-from qwen4exp._faults import InitFault
-from qwen4exp._geometry cimport GeoError, check_geometry
-from qwen4exp._normalize cimport utf8_nfc, utf8_stable_at
-from qwen4exp._pretokenize cimport piece_ends
-from qwen4exp._parts cimport split_points
-from qwen4exp._unicode cimport Q4_L, Q4_M
-from qwen4exp._pylist cimport IdInts, idvec_to_list, fill_items
-from qwen4exp._pylist import shared_id_ints
+from qwen4exp._native._piece_cache cimport PieceCache, ShortSlot, IDS_INLINE, cache_free, cache_grow, q4_pc_prefetch
+from qwen4exp._native._lookup cimport AHEAD, LEAD, FIXED_SLOTS, fill_fixed_homes, hash_chunk, look_home, encode_slow
+from qwen4exp._native._seed cimport build_seed
+from qwen4exp._native._char_starts cimport char_starts_describe, start_symbols
+from qwen4exp._native._atoms cimport AtomTable, atoms_init, atoms_free, atoms_parse
+from qwen4exp._native._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTROL, RC_TOO_LARGE, RC_NO_BYTE_TOKEN
+from qwen4exp._native._faults import InitFault
+from qwen4exp._native._geometry cimport GeoError, check_geometry
+from qwen4exp._native._normalize cimport utf8_nfc, utf8_stable_at
+from qwen4exp._native._pretokenize cimport piece_ends
+from qwen4exp._native._parts cimport split_points
+from qwen4exp._native._unicode cimport Q4_L, Q4_M
+from qwen4exp._native._pylist cimport IdInts, idvec_to_list, fill_items
+from qwen4exp._native._pylist import shared_id_ints
 
 cnp.import_array()
 
@@ -829,7 +829,7 @@ cdef bint convert_array(void *ctx, Stream *st, list results, Py_ssize_t k) excep
 
 
 cdef tuple fault_tuple(int rc, GeoError *geo):
-    """(Fault, GeoCode or 0, segment, offset): what qwen4exp.tokenizer.fault_error reads."""
+    """(Fault, GeoCode or 0, segment, offset): what qwen4exp.encode.tokenizer.fault_error reads."""
     return (rc, int(geo.code) if rc == RC_GEOMETRY else 0, geo.segment, geo.offset)
 
 

@@ -1,7 +1,7 @@
 # A growable int32 vector owned by native code (ids under construction).
 from libc.stdint cimport int32_t
 from libc.string cimport memcpy
-from qwen4exp._alloc cimport q4_realloc, q4_free, doubled_capacity
+from qwen4exp._native._alloc cimport q4_realloc, q4_free, doubled_capacity
 
 
 cdef extern from *:

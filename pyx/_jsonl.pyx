@@ -11,7 +11,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 import numpy as np
 
-from qwen4exp._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
 
 cdef extern from *:
     """

@@ -6,10 +6,10 @@
 # go to encode_slow (the rest of the worker's cache, the seed, a merge).
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
-from qwen4exp._idvec cimport copy_ids
+from qwen4exp._native._idvec cimport copy_ids
 
-from qwen4exp._bpe cimport BpeModel, Worker
-from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
+from qwen4exp._native._bpe cimport BpeModel, Worker
+from qwen4exp._native._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX,
                                     pack_key, key_hash, short_home, hash_bytes, q4_pc_prefetch)
 
 cdef enum:

@@ -4,9 +4,9 @@ inline look-ups in _lookup.pxd)."""
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from qwen4exp._idvec cimport copy_ids
-from qwen4exp._bpe cimport BpeModel, Worker, bpe_merge_unknown
-from qwen4exp._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, LONG_KEY_MAX, store_short,
+from qwen4exp._native._idvec cimport copy_ids
+from qwen4exp._native._bpe cimport BpeModel, Worker, bpe_merge_unknown
+from qwen4exp._native._piece_cache cimport (PieceCache, ShortSlot, LongSlot, KEY_INLINE, LONG_KEY_MAX, store_short,
                                     store_long, short_home, short_probe, shared_probe, publish_short, long_find,
                                     long_ids)
 

@@ -14,7 +14,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memcmp, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
-from qwen4exp._alloc cimport q4_malloc, q4_realloc, q4_free
+from qwen4exp._native._alloc cimport q4_malloc, q4_realloc, q4_free
 
 cdef extern from "unicode_tables.h" nogil:
     ctypedef struct q4_nf_rec:

@@ -5,8 +5,8 @@ the parts' ids joined are the text's ids (tests/test_parts.py checks every
 cut against the reference pre-tokenizer)."""
 from libc.stdint cimport int64_t, uint8_t
 
-from qwen4exp._pretokenize cimport class_at
-from qwen4exp._unicode cimport Q4_L, Q4_M, Q4_N
+from qwen4exp._native._pretokenize cimport class_at
+from qwen4exp._native._unicode cimport Q4_L, Q4_M, Q4_N
 
 
 cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, unsigned char letters) noexcept nogil:

@@ -16,7 +16,7 @@ the kernel can back them with huge pages: their probes are random, and with
 """
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from qwen4exp._alloc cimport q4_malloc, q4_malloc_huge, q4_free, q4_free_huge, q4_drop_huge
+from qwen4exp._native._alloc cimport q4_malloc, q4_malloc_huge, q4_free, q4_free_huge, q4_drop_huge
 
 
 cdef uint64_t table_size(Py_ssize_t entries, Py_ssize_t num, Py_ssize_t den, uint64_t least) noexcept nogil:

@@ -1,6 +1,6 @@
 # Character classes at a byte offset, shared by the scanner and by the cut
 # rule of encode()'s parts (_parts.pyx).
-from qwen4exp._unicode cimport q4_cclass, q4_byte_class
+from qwen4exp._native._unicode cimport q4_cclass, q4_byte_class
 
 # Decoding a multi-byte character and looking its class up is on the path of
 # every non-ASCII character of a run: always inlined (GCC would call them).

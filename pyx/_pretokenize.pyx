@@ -39,7 +39,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from qwen4exp._unicode cimport q4_cclass, q4_byte_class, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M, Q4_HI
+from qwen4exp._native._unicode cimport q4_cclass, q4_byte_class, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M, Q4_HI
 
 cdef enum:
     NOT_OTHER = Q4_N | Q4_WS          # with `letters`: what ends an "other" run

@@ -1,6 +1,6 @@
 # Python lists of ids, built from native id vectors (see _pylist.pyx).
 from cpython.ref cimport PyObject
-from qwen4exp._idvec cimport IdVec
+from qwen4exp._native._idvec cimport IdVec
 
 cdef class IdInts:
     cdef char *base        # n static int objects, STRIDE bytes apart; NULL: none

@@ -15,8 +15,8 @@ from cpython.ref cimport Py_INCREF, PyObject
 from libc.stdint cimport int32_t, uint32_t
 from libc.string cimport memcpy
 
-from qwen4exp._alloc cimport q4_malloc_huge
-from qwen4exp._idvec cimport IdVec
+from qwen4exp._native._alloc cimport q4_malloc_huge
+from qwen4exp._native._idvec cimport IdVec
 
 cdef extern from "Python.h":
     ctypedef struct PyListObject:

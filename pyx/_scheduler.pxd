@@ -3,9 +3,9 @@
 # binding (_encoder) passes an encode callback (nogil) and a convert callback
 # (with the GIL, turning one finished stream into a Python object).
 from libc.stdint cimport int8_t, int64_t, uint8_t
-from qwen4exp._idvec cimport IdVec
-from qwen4exp._geometry cimport GeoError
-from qwen4exp._bpe cimport Worker
+from qwen4exp._native._idvec cimport IdVec
+from qwen4exp._native._geometry cimport GeoError
+from qwen4exp._native._bpe cimport Worker
 
 cdef enum:
     STREAM_TEXT = -1        # Stream.m: plain DATA text

@@ -15,9 +15,9 @@ every member before the caller frees the streams.
 from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memset
 
-from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._crew cimport crew_post, crew_collect, crew_wait
-from qwen4exp._idvec cimport idvec_free
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._crew cimport crew_post, crew_collect, crew_wait
+from qwen4exp._native._idvec cimport idvec_free
 
 cdef enum:
     WAIT_SPINS = 4096       # yields between two signal checks while waiting for a stream

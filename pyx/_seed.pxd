@@ -4,8 +4,8 @@
 # and "Sharing merges through the seed").
 from libc.stdint cimport int64_t, uint8_t
 
-from qwen4exp._bpe cimport BpeModel
-from qwen4exp._piece_cache cimport PieceCache
+from qwen4exp._native._bpe cimport BpeModel
+from qwen4exp._native._piece_cache cimport PieceCache
 
 cdef enum:
     SEED_AHEAD = 16         # a token's slot is requested this many stores before it

@@ -3,14 +3,14 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memset
 
-from qwen4exp._alloc cimport q4_malloc, q4_free
-from qwen4exp._idvec cimport IdVec, idvec_free, idvec_reserve
-from qwen4exp._bpe cimport BpeModel, Worker, worker_init, worker_free, bpe_merge
-from qwen4exp._piece_cache cimport (PieceCache, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX, LONG_IDS_MAX, cache_init,
+from qwen4exp._native._alloc cimport q4_malloc, q4_free
+from qwen4exp._native._idvec cimport IdVec, idvec_free, idvec_reserve
+from qwen4exp._native._bpe cimport BpeModel, Worker, worker_init, worker_free, bpe_merge
+from qwen4exp._native._piece_cache cimport (PieceCache, KEY_INLINE, IDS_INLINE, LONG_KEY_MAX, LONG_IDS_MAX, cache_init,
                                     cache_store, prefetch_home)
-from qwen4exp._geometry cimport utf8_invalid_at
-from qwen4exp._normalize cimport utf8_is_nfc
-from qwen4exp._pretokenize cimport piece_end
+from qwen4exp._native._geometry cimport utf8_invalid_at
+from qwen4exp._native._normalize cimport utf8_is_nfc
+from qwen4exp._native._pretokenize cimport piece_end
 
 
 cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:

@@ -1,4 +1,4 @@
-# The output side's per-id work (src/qwen4exp/decode_stream.py and
+# The output side's per-id work (src/qwen4exp/parse/decode_stream.py and
 # completion.py hold the documented classes built on these).
 
 cdef Py_ssize_t held_from(const unsigned char *p, Py_ssize_t n) noexcept nogil

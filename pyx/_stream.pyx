@@ -9,8 +9,8 @@ version showed interpreter overhead as the whole cost of one-id feeds.
 * `DecodeStreamCore.step`;
 * `ParserCore`: the completion parser's state machine: atoms -> channels
   (reasoning, content, tool calls). Grammar, whitespace rules and the error
-  model are documented in src/qwen4exp/completion.py; each call's text goes,
-  as it arrives, to a reader from src/qwen4exp/tool_calls.py (Python: a
+  model are documented in src/qwen4exp/parse/completion.py; each call's text goes,
+  as it arrives, to a reader from src/qwen4exp/parse/tool_calls.py (Python: a
   call's body is a small part of the ids).
 
 Indexing is bounds-checked here (the header's directives override the build's):

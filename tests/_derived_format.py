@@ -10,7 +10,7 @@ speak it, `unregister()` takes it back out (tests share one process).
 from __future__ import annotations
 
 from qwen4exp import formats
-from qwen4exp.chat_validate import Rules
+from qwen4exp.render.validate import Rules
 from qwen4exp.formats import ChatFormat, chat_format
 from qwen4exp.formats.qwen3 import render_qwen3_2507
 

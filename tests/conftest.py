@@ -14,7 +14,7 @@ import pytest
 # subprocess). The subprocesses keep the variable: they read, never write.
 sys.dont_write_bytecode = False
 
-# The allocation-fault switch (qwen4exp._alloc) only arms in a process that had
+# The allocation-fault switch (qwen4exp._native._alloc) only arms in a process that had
 # this set when qwen4exp was first imported: conftest loads before any test.
 os.environ["QWEN4EXP_FAULT_INJECTION"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")

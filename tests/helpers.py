@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp import EncodedChat
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 import _chat_reference as ref
 import _formats_reference as formats_ref
@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The subprocesses import the same qwen4exp as this test process: the
 # installed package, or the in-tree build when run with PYTHONPATH=src.
 SRC = Path(qwen4exp.__file__).resolve().parent.parent
-EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "examples" / "example_chat.json"
+EXAMPLE = Path(qwen4exp.__file__).resolve().parent / "cli" / "example_chat.json"
 
 
 def cli_env(extra=None):

@@ -18,7 +18,7 @@ import pytest
 
 import qwen4exp
 from qwen4exp import Kind, Segment, SegmentBuilder, TextEncodingError, TokenBuffer, Tokenizer
-from qwen4exp.chat import render_chat, render_chat_into
+from qwen4exp.render.chat import render_chat, render_chat_into
 
 
 class Hostile(str):

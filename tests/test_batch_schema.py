@@ -1,5 +1,5 @@
 """One output schema: `qwen4exp batch` (Parquet and JSONL OUT) and
-`qwen4exp.ray.tokenize_dataset` give the same token columns, name for name,
+`qwen4exp.runtimes.ray.tokenize_dataset` give the same token columns, name for name,
 type for type and value for value, for the same input, with and without
 masks, for chats and texts. tokenize_dataset's batch function is called on
 the Arrow table directly (no cluster: test_ray.py runs it on one)."""
@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from qwen4exp import batch_schema
+from qwen4exp.encode import batch_schema
 
 from helpers import batch_in_process, conversations
 
-ray_module = pytest.importorskip("qwen4exp.ray")
+ray_module = pytest.importorskip("qwen4exp.runtimes.ray")
 
 
 def _ray_columns(tok, table, column, kind, masks, skip):

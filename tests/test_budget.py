@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import qwen4exp
-import qwen4exp.budget
+import qwen4exp.encode.budget
 
 import _chat_reference as ref
 import _formats_reference as formats
@@ -125,7 +125,7 @@ def test_fit_chat_is_the_longest_suffix_of_whole_turns(request, fmt, seed):
 def test_fit_chat_exact_when_every_candidate_is_encoded(request, monkeypatch, fmt):
     """The search alone is exact: with no candidate's ids cut from the full
     encoding, each one is encoded."""
-    monkeypatch.setattr(qwen4exp.budget._Full, "cut", lambda self, chat, start, stop: None)
+    monkeypatch.setattr(qwen4exp.encode.budget._Full, "cut", lambda self, chat, start, stop: None)
     tok, hf = tokenizers_of(request, formats.VOCAB_OF[fmt])
     for seed in (1, 4):
         check_fit_chat(tok, hf, fmt, seed)

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, reject, settings
 from hypothesis import strategies as st
 
-import qwen4exp.chat as chat_mod
-import qwen4exp.chat_validate as validate_mod
-from qwen4exp.chat import render_chat, render_chat_into
+import qwen4exp.render.chat as chat_mod
+import qwen4exp.render.validate as validate_mod
+from qwen4exp.render.chat import render_chat, render_chat_into
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError
 from qwen4exp.formats.qwen3 import QWEN3
-from qwen4exp.segments import Kind, RenderedChat
+from qwen4exp.render.segments import Kind, RenderedChat
 
 from _chat_reference import (
     MARKERS,
@@ -288,7 +288,7 @@ def test_render_chat_into_commits():
 def test_equality_is_the_stream():
     """== compares what the tokenizer sees: a SegmentBuilder copy of a rendered
     chat equals it, though it records nothing of the request."""
-    from qwen4exp.segments import SegmentBuilder
+    from qwen4exp.render.segments import SegmentBuilder
 
     chat = render_chat(BIG, tools=BIG_TOOLS, add_generation_prompt=True)
     b = SegmentBuilder()
@@ -446,7 +446,7 @@ def test_segment_builder_appends_copy_nothing():
     """Appending is O(1): an append never copies earlier bytes. Counted, not timed:
     every chunk appended is kept as the same object until build() joins each run
     once, so 100,000 small appends hold 100,000 chunks and one run."""
-    from qwen4exp.segments import SegmentBuilder
+    from qwen4exp.render.segments import SegmentBuilder
 
     b = SegmentBuilder()
     for _ in range(100_000):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp import SegmentBuilder
-from qwen4exp.chat_encoder import ChatEncoder
+from qwen4exp.encode.chat_encoder import ChatEncoder
 
 from helpers import ATOM_FREE, ORACLE_CASES, atom_text, reference_ids, render_oracle
 

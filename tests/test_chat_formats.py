@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp import ChatFormatError, Kind, Qwen4ExpError, RenderedChat, TextEncodingError
-from qwen4exp.chat import render_chat, render_chat_into
+from qwen4exp.render.chat import render_chat, render_chat_into
 
 import _formats_reference as ref
 from _formats_reference import FORMATS, XML_FORMATS

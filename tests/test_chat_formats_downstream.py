@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 import _formats_reference as ref
 from _formats_reference import FORMATS, XML_FORMATS

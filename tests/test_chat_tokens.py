@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qwen4exp import ChatFormatError, Kind, Segment
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 from qwen4exp.markers import Marker
 
 import _chat_reference as ref

@@ -21,7 +21,7 @@ from helpers import BAD_LINES, EXAMPLE, cli_env, temp_files
 from helpers import cli as cli_subprocess
 from helpers import cli_in_process as cli
 import qwen4exp
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 import pyarrow as pa  # a test dependency (pyproject's `test` extra): never skipped
 import pyarrow.parquet as pq

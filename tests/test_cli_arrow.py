@@ -17,7 +17,7 @@ import pytest
 import corpora
 from helpers import cli_in_process as cli
 from helpers import temp_files
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 from qwen4exp.cli.blocks import read_blocks
 
 # Bad or non-text lines spliced into a text corpus: (line, error name or None

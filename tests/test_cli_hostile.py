@@ -204,7 +204,7 @@ def _check_corrupt_parquet(tmp_path, capsys, codec, where):
                                     "dictionary_large"])
 def test_parquet_messages_column_layouts(tmp_path, capsys, layout, tok):
     """A `messages` column of JSON text in any string layout."""
-    from qwen4exp.chat import render_chat
+    from qwen4exp.render.chat import render_chat
 
     conv = [[{"role": "user", "content": f"hello {i}"}] for i in range(3)]
     texts = [json.dumps(c) for c in conv] * 2

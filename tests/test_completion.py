@@ -1,4 +1,4 @@
-"""The completion parser: structure from atom ids only (src/qwen4exp/completion.py).
+"""The completion parser: structure from atom ids only (src/qwen4exp/parse/completion.py).
 
 The oracle is the renderer's own output: a conversation ending in an
 assistant turn is rendered (render_chat + encode_chat; for atom-free turns
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import qwen4exp
 from _chat_reference import has_atom, reference_tokenizer
-from qwen4exp.chat_validate import tojson
+from qwen4exp.render.validate import tojson
 
 # --------------------------------------------------------------------------- the oracle
 

@@ -1,6 +1,6 @@
 """The completion parser in every chat format: typed tool calls, call ids,
-OpenAI-style streaming, the prompt's context (src/qwen4exp/completion.py,
-src/qwen4exp/tool_calls.py).
+OpenAI-style streaming, the prompt's context (src/qwen4exp/parse/completion.py,
+src/qwen4exp/parse/tool_calls.py).
 
 The oracle is the official chat template: a conversation ending in an
 assistant turn is rendered by transformers' apply_chat_template with the
@@ -27,7 +27,7 @@ from tokenizers import normalizers
 import qwen4exp
 from _formats_reference import FORMATS, VOCAB_OF, XML_FORMATS, has_atom, reference_text
 from helpers import property_tests
-from qwen4exp.chat_validate import tojson
+from qwen4exp.render.validate import tojson
 
 ID = re.compile(r"call_[A-Za-z0-9]{24}")
 

@@ -1,4 +1,4 @@
-"""Streaming decode (src/qwen4exp/decode_stream.py) against HF `tokenizers`:
+"""Streaming decode (src/qwen4exp/parse/decode_stream.py) against HF `tokenizers`:
 its `decode` and its `DecodeStream`, on the corpora with atoms interleaved,
 and per step against CPython's strict UTF-8 decoder."""
 

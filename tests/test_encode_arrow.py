@@ -172,7 +172,7 @@ def test_result_owns_its_buffers(vocab_tok):
 
 
 def test_invalid_rows_are_listed_over_chunks():
-    from qwen4exp.arrow import invalid_rows
+    from qwen4exp.encode.arrow import invalid_rows
 
     good = ["a", "b c", ""] * 5
     bad = _with_bad_row(good, b"x\xfe", 4)
@@ -187,7 +187,7 @@ def test_buffer_helpers_match_pyarrow():
     bitmaps start mid-byte and on chunked arrays with an empty chunk."""
     import numpy as np
 
-    from qwen4exp.arrow import bool_array, int_array, list_array, list_numpy, offsets_numpy, valid_numpy
+    from qwen4exp.encode.arrow import bool_array, int_array, list_array, list_numpy, offsets_numpy, valid_numpy
 
     a = pa.array(["a", None, "b", None, "c", "d", None, "e", "f", "g"] * 3)
     for off in range(12):
@@ -223,7 +223,7 @@ def test_utf8_check_agrees_with_the_strict_codec_on_every_lead_and_second_byte()
 
     import numpy as np
 
-    from qwen4exp.arrow import invalid_rows
+    from qwen4exp.encode.arrow import invalid_rows
 
     edges = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF0, 0xFF)
     seqs = [bytes([a]) for a in range(256)] + [bytes([a, b]) for a in range(256) for b in range(256)]

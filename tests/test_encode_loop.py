@@ -124,7 +124,7 @@ def test_a_new_tokenizer_reuses_released_tables_zeroed():
     worker cache (same size) gets its own ids, not the first one's."""
     import gc
 
-    from qwen4exp import _alloc
+    from qwen4exp._native import _alloc
 
     first_vocab, second_vocab = qwen4exp.vocabularies()[:2]
     text = " ".join(novel_words(3000, 7)) + " 中文字符的句子 ελληνικά λόγια"

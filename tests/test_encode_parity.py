@@ -79,7 +79,7 @@ def test_non_ascii_scalars_in_every_context(vocab_tok, vocab_hf):
 
 
 def test_every_mark_in_every_context(vocab_tok, vocab_hf):
-    from qwen4exp._pretokenize import char_class
+    from qwen4exp._native._pretokenize import char_class
 
     picked = [cp for cp in SCALARS if char_class(cp) & 16] + SCALARS[::211]  # 16: \p{M}
     assert len(picked) > 2500

@@ -1,6 +1,6 @@
 """Allocation-failure injection (docs/FORMAT.md, "Transactions").
 
-`qwen4exp._alloc.fail_allocation(k)` makes the k-th native allocation from
+`qwen4exp._native._alloc.fail_allocation(k)` makes the k-th native allocation from
 then on fail (a test hook: it only arms in a process started with
 QWEN4EXP_FAULT_INJECTION=1, which tests/conftest.py sets). For each
 representative call we count the allocations it makes
@@ -29,8 +29,9 @@ import numpy as np
 import pytest
 
 import qwen4exp
-from qwen4exp import SegmentBuilder, TokenBuffer, Tokenizer, _alloc
-from qwen4exp.chat import render_chat
+from qwen4exp import SegmentBuilder, TokenBuffer, Tokenizer
+from qwen4exp._native import _alloc
+from qwen4exp.render.chat import render_chat
 
 from conftest import run_isolated
 
@@ -352,7 +353,7 @@ def test_fault_switch_is_out_of_reach_without_the_test_environment():
     switch, even by setting the variable later; the allocator never fails on purpose."""
     code = (
         "import os, qwen4exp\n"
-        "from qwen4exp import _alloc\n"
+        "from qwen4exp._native import _alloc\n"
         "assert not _alloc.fault_injection_enabled()\n"
         "os.environ['QWEN4EXP_FAULT_INJECTION'] = '1'\n"
         "for hook, args in ((_alloc.fail_allocation, (1,)), (_alloc.allocations_seen, ())):\n"

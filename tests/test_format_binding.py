@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 import qwen4exp
-import qwen4exp.gate
+import qwen4exp.runtimes.gate
 from qwen4exp import formats
 from qwen4exp.cli.main import main as cli_main
 
@@ -164,7 +164,7 @@ def test_bundled_tokenizers_have_their_vocabulary_format():
 
 def test_ray_refuses_a_format_of_another_vocabulary():
     """Refused before the dataset is touched (no cluster needed)."""
-    import qwen4exp.ray as qray
+    import qwen4exp.runtimes.ray as qray
 
     with pytest.raises(qwen4exp.ChatFormatError, match="qwen3.8 chat format is for the qwen3.6 vocabulary"):
         qray.tokenize_dataset(None, column="messages", chat_format="qwen3.8", vocab="qwen3")
@@ -199,7 +199,7 @@ def test_format_added_as_one_file(derived, tmp_path, capsys):
     # a model folder with its template is recognised
     assert formats.identify_template(_derived_format.TEMPLATE)[0] is derived
     # passes the gate (provenance and transactions: the oracle has no bytes for it)
-    report = qwen4exp.gate.run_gate(tok, formats=(name,))
+    report = qwen4exp.runtimes.gate.run_gate(tok, formats=(name,))
     assert report.ok and [c.name for c in report.checks][-2:] == [f"chat[{name}].accepted", f"chat[{name}].rejected"]
     assert all(c.checked > 0 for c in report.checks[-2:])
     # reaches the command line

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import qwen4exp
-from qwen4exp import gate
+from qwen4exp.runtimes import gate
 from qwen4exp.cli.main import main
 
 from _hf_reference import tokenizer_json

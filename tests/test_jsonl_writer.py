@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from qwen4exp._jsonl import write_jsonl_rows
+from qwen4exp._native._jsonl import write_jsonl_rows
 
 
 class CountingFile(io.BytesIO):

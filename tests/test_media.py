@@ -1,4 +1,4 @@
-"""Image and video parts (qwen4exp.media; docs/FORMAT.md, "Media").
+"""Image and video parts (qwen4exp.render.media; docs/FORMAT.md, "Media").
 
 Rendering is checked against the official qwen3.5 / 3.6 / 3.8 templates run
 by transformers (text, segments, message spans, and ids against HF
@@ -22,9 +22,9 @@ import pytest
 import _formats_reference as ref
 from helpers import snapshot
 from qwen4exp import ChatFormatError, Kind, Qwen4ExpError, RenderedChat, SegmentBuilder
-from qwen4exp.chat import render_chat, render_chat_into
+from qwen4exp.render.chat import render_chat, render_chat_into
 from qwen4exp.errors import MediaError
-from qwen4exp.media import (
+from qwen4exp.render.media import (
     DEFAULT_PROCESSOR,
     IMAGE_PLACEHOLDER,
     MAX_MEDIA_TOKENS,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qwen4exp._normalize import is_nfc, nfc
+from qwen4exp._native._normalize import is_nfc, nfc
 
 SEP = "\x00"
 SCALARS = [c for c in range(1, 0x110000) if not 0xD800 <= c < 0xE000]
@@ -269,7 +269,7 @@ def test_long_inputs(hf):
 
 
 def test_allocation_failures_leave_nothing_behind(hf):
-    from qwen4exp._alloc import allocations_seen, fail_allocation
+    from qwen4exp._native._alloc import allocations_seen, fail_allocation
 
     s = "abc" + "o\u0316\u0301\u0323" * 50 + "\u0301\u0316" * 300 + "\u0958" * 400 + "e\u0301"
     want = hf(s)

@@ -23,7 +23,7 @@ PACKAGE = "qwen4exp"
 
 def _modules() -> dict[str, str]:
     """Module name -> source file, for every .py under src/qwen4exp and every
-    pyx/_NAME.pyx (the extension qwen4exp._NAME)."""
+    pyx/_NAME.pyx (the extension qwen4exp._native._NAME)."""
     found = {}
     for folder, _, names in os.walk(os.path.join(SRC, PACKAGE)):
         for name in names:
@@ -35,7 +35,7 @@ def _modules() -> dict[str, str]:
                 found[".".join(parts)] = path
     for name in os.listdir(PYX):
         if name.endswith(".pyx"):
-            found[f"{PACKAGE}.{name[:-4]}"] = os.path.join(PYX, name)
+            found[f"{PACKAGE}._native.{name[:-4]}"] = os.path.join(PYX, name)
     return found
 
 
@@ -105,11 +105,11 @@ def _parents(module: str):
 def test_the_import_graph_is_read():
     """The parser sees the imports that are known to exist, at module and at
     function level, absolute and relative, in .py and .pyx."""
-    assert "qwen4exp.tokenizer" in GRAPH["qwen4exp"]
+    assert "qwen4exp.encode.tokenizer" in GRAPH["qwen4exp"]
     assert "qwen4exp.cli.batch" in GRAPH["qwen4exp.cli.main"]
-    assert "qwen4exp.chat" in GRAPH["qwen4exp.cli.sources"]  # inside make_record
-    assert "qwen4exp.requests" in GRAPH["qwen4exp.ray"]
-    assert "qwen4exp._alloc" in GRAPH["qwen4exp._encoder"]
+    assert "qwen4exp.render.chat" in GRAPH["qwen4exp.cli.sources"]  # inside make_record
+    assert "qwen4exp.render.requests" in GRAPH["qwen4exp.runtimes.ray"]
+    assert "qwen4exp._native._alloc" in GRAPH["qwen4exp._native._encoder"]
 
 
 def test_no_import_cycle():

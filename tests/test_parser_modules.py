@@ -1,6 +1,6 @@
 """The parser does not lean on the renderer: the tool-call readers
 and schema typing import nothing of the renderer's validator, and the reader
-of a call body is the format's own form first (src/qwen4exp/tool_calls.py)."""
+of a call body is the format's own form first (src/qwen4exp/parse/tool_calls.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 
 import qwen4exp
 from qwen4exp.formats import chat_format, chat_formats
-from qwen4exp.tool_call_json import JsonBody
-from qwen4exp.tool_call_xml import XmlBody
-from qwen4exp.tool_calls import CallContext
+from qwen4exp.parse.tool_call_json import JsonBody
+from qwen4exp.parse.tool_call_xml import XmlBody
+from qwen4exp.parse.tool_calls import CallContext
 
-SRC = Path(qwen4exp.__file__).parent
+SRC = Path(qwen4exp.__file__).parent / "parse"
 PARSER_MODULES = ["tool_calls.py", "tool_call_body.py", "tool_call_json.py", "tool_call_xml.py", "tool_schemas.py"]
 
 
@@ -32,7 +32,7 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", PARSER_MODULES)
 def test_parser_modules_do_not_import_the_renderer(module):
     imported = _imports(SRC / module)
-    assert not {name for name in imported if name.endswith(("chat_validate", ".chat", "formats"))}, imported
+    assert not {name for name in imported if name.endswith(("render.validate", ".chat", "formats"))}, imported
 
 
 @pytest.mark.parametrize("fmt", chat_formats())

@@ -1,4 +1,4 @@
-"""Streamed == one-shot for every split of every input (src/qwen4exp/completion.py,
+"""Streamed == one-shot for every split of every input (src/qwen4exp/parse/completion.py,
 tool_calls.py, pyx/_stream.pyx).
 
 The reported instances: a call written without <tool_call> right after

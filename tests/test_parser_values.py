@@ -1,5 +1,5 @@
 """Tool-call values in the completion parser: values JSON cannot write back,
-and the typing rule (src/qwen4exp/tool_schemas.py, docs/FORMAT.md section 11).
+and the typing rule (src/qwen4exp/parse/tool_schemas.py, docs/FORMAT.md section 11).
 
 * Values a JSON or Python parser accepts but JSON cannot write back (1e400,
   NaN, Infinity, ints past Python's int-to-text digit limit, lone surrogate

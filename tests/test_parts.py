@@ -34,7 +34,7 @@ def split(vocab):
 @contextlib.contextmanager
 def splitting_everything():
     """encode() splits every text of 2 bytes or more."""
-    from qwen4exp import _encoder
+    from qwen4exp._native import _encoder
 
     old = _encoder._set_split_min(2)
     try:
@@ -89,7 +89,7 @@ def _check_scalars(vocab_tok, split, hf_nfc, scalars):
 
 
 def _marks() -> list[int]:
-    from qwen4exp._pretokenize import char_class
+    from qwen4exp._native._pretokenize import char_class
 
     return [cp for cp in SCALARS if char_class(cp) & 16]  # 16: \p{M}, where Qwen3.6's pattern differs
 
@@ -116,7 +116,7 @@ def check_raw_cuts(vocab_tok, hf_nfc, text: str) -> int:
     it has not normalized) leave parts whose NFCs joined are NFC(text), and
     a text whose parts NFC leaves unchanged is NFC itself; returns how many
     such cuts there are."""
-    from qwen4exp import _normalize
+    from qwen4exp._native import _normalize
 
     data = text.encode()
     cuts = np.array(vocab_tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
@@ -321,7 +321,7 @@ def test_lists_without_static_ints():
     objects, become new ints of the right value that the list owns."""
     import sys
 
-    from qwen4exp import _pylist
+    from qwen4exp._native import _pylist
 
     import qwen4exp
 

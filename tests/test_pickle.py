@@ -13,8 +13,8 @@ import pytest
 import corpora
 import qwen4exp
 from qwen4exp import Qwen4ExpError
-from qwen4exp.loading import arrays_sha256 as _arrays_sha256
-from qwen4exp.tokenizer import _tokenizer_by_checksum
+from qwen4exp.vocab.loading import arrays_sha256 as _arrays_sha256
+from qwen4exp.encode.tokenizer import _tokenizer_by_checksum
 
 from conftest import TOKENIZER_JSON, run_isolated
 
@@ -316,7 +316,7 @@ for name, data in cases.items():
 
 @pytest.fixture(scope="module")
 def small_arrays():
-    from qwen4exp._vocab_compile import compile_tokenizer_json
+    from qwen4exp.vocab.compile import compile_tokenizer_json
 
     from _small_vocab import small_tokenizer_json
 

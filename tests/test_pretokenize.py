@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import corpora
 from _hf_reference import hf_split
-from qwen4exp._pretokenize import block_masks, byte_class, char_class, ends, split
+from qwen4exp._native._pretokenize import block_masks, byte_class, char_class, ends, split
 
 PATTERNS = {"qwen3": False, "qwen3.6": True}  # True: the Qwen3.5/3.6 pattern (\p{M} joins letters)
 

@@ -1,4 +1,4 @@
-"""qwen4exp.ray on a local 2-CPU Ray cluster, compared row by row with the
+"""qwen4exp.runtimes.ray on a local 2-CPU Ray cluster, compared row by row with the
 local path: the library calls and the local `qwen4exp batch` engine, bad
 rows included."""
 
@@ -12,7 +12,7 @@ import pytest
 import corpora
 import qwen4exp
 from qwen4exp import ChatFormatError
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 from conftest import TOKENIZER_JSON
 from helpers import BAD_LINES, EXAMPLE, batch_in_process, conversations, finishes, ray_rows, requests_with_tools
@@ -20,9 +20,9 @@ from helpers import BAD_LINES, EXAMPLE, batch_in_process, conversations, finishe
 
 @pytest.fixture(scope="module")
 def qray(ray_cluster):
-    import qwen4exp.ray
+    import qwen4exp.runtimes.ray
 
-    return qwen4exp.ray
+    return qwen4exp.runtimes.ray
 
 
 def test_text_column_with_a_null_row(qray, tok):

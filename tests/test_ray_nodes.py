@@ -1,4 +1,4 @@
-"""qwen4exp.ray on a local cluster of two nodes of one CPU each
+"""qwen4exp.runtimes.ray on a local cluster of two nodes of one CPU each
 (ray.cluster_utils.Cluster): the pool of the issue's hang (two actors, one
 per node, and no CPU left for the tasks that feed them) is refused, and the
 engines run across both nodes with the local engine's ids. The module takes
@@ -52,7 +52,7 @@ def test_tokenize_dataset_across_two_nodes(two_nodes, tok):
     other: the job spans both nodes and gives the library's ids."""
     import ray
 
-    import qwen4exp.ray as qray
+    import qwen4exp.runtimes.ray as qray
 
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2
     texts = [d[:2000] for d in corpora.multilingual_documents()[:120]]
@@ -71,7 +71,7 @@ def test_batch_engine_across_two_nodes(two_nodes, tmp_path, capsys):
     import ray
 
     import qwen4exp
-    import qwen4exp.ray as qray
+    import qwen4exp.runtimes.ray as qray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _node_of, for the workers
     pool = qray.TokenizerPool(qwen4exp.Tokenizer(), size=2)

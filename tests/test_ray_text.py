@@ -10,7 +10,7 @@ import pytest
 import corpora
 from qwen4exp import Qwen4ExpError, TextEncodingError
 
-ray_module = pytest.importorskip("qwen4exp.ray")
+ray_module = pytest.importorskip("qwen4exp.runtimes.ray")
 
 
 def _batch_fn(tok, skip):

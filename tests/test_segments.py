@@ -5,7 +5,7 @@ import pytest
 
 import qwen4exp
 from qwen4exp import Kind, Segment, SegmentBuilder, SegmentError, TokenBuffer, UnknownControlError
-from qwen4exp import _alloc
+from qwen4exp._native import _alloc
 
 D, C = Kind.DATA, Kind.TRUSTED_CONTROL
 

@@ -27,7 +27,7 @@ from conftest import run_isolated
 STORM = r"""
 import os, random, signal, sys, threading, time
 import qwen4exp
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 kind, source, period, batches = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 signum = signal.SIGINT if source == "sigint" else signal.SIGALRM

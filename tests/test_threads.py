@@ -21,13 +21,13 @@ import pytest
 
 import corpora
 import qwen4exp
-from qwen4exp.chat import render_chat
+from qwen4exp.render.chat import render_chat
 
 from helpers import ORACLE_ACCEPTED, ORACLE_CASES, render_oracle
 
 EXAMPLE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "src", "qwen4exp", "examples", "example_chat.json",
+    "src", "qwen4exp", "cli", "example_chat.json",
 )
 
 N_PY_THREADS = 8

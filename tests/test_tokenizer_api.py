@@ -177,7 +177,7 @@ def test_byte_level_alphabet_matches_the_reference():
     """The vocabulary compiler's ByteLevel table equals the test side's restatement of
     GPT-2's rule (tests/_hf_reference.py), which the decode oracle uses."""
     import _hf_reference
-    from qwen4exp._vocab_compile import byte_level_alphabet
+    from qwen4exp.vocab.compile import byte_level_alphabet
 
     assert byte_level_alphabet() == _hf_reference.byte_decoder()
 
@@ -214,18 +214,20 @@ def test_version_reads_the_metadata_beside_the_package(tmp_path):
 
     site = tmp_path / "site"
     (site / "qwen4exp").mkdir(parents=True)
+    (site / "qwen4exp" / "vocab").mkdir(parents=True)
     (site / "qwen4exp" / "__init__.py").write_text("")
-    with open(os.path.join(os.path.dirname(qwen4exp.__file__), "_version.py"), encoding="utf-8") as f:
-        (site / "qwen4exp" / "_version.py").write_text(f.read())
+    (site / "qwen4exp" / "vocab" / "__init__.py").write_text("")
+    with open(os.path.join(os.path.dirname(qwen4exp.__file__), "vocab", "_version.py"), encoding="utf-8") as f:
+        (site / "qwen4exp" / "vocab" / "_version.py").write_text(f.read())
     info = site / "qwen4exp-7.7.7.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: qwen4exp\nVersion: 7.7.7\n")
-    (info / "RECORD").write_text("qwen4exp/__init__.py,,\nqwen4exp/_version.py,,\n")
+    (info / "RECORD").write_text("qwen4exp/__init__.py,,\nqwen4exp/vocab/_version.py,,\n")
     decoy = tmp_path / "tree" / "src"
     (decoy / "qwen4exp.egg-info").mkdir(parents=True)
     (decoy / "qwen4exp.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: qwen4exp\nVersion: 9.9.9\n")
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
-            "from qwen4exp._version import package_version; print(package_version())")
+            "from qwen4exp.vocab._version import package_version; print(package_version())")
     run = subprocess.run([sys.executable, "-I", "-c", code, str(decoy), str(site)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr

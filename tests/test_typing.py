@@ -25,12 +25,12 @@ import pytest
 
 import qwen4exp
 from qwen4exp import shapes
-from qwen4exp.chat_validate import _ROLES
-from qwen4exp.media import MEDIA_TYPES
-from qwen4exp.segments import SegmentBuilder
+from qwen4exp.render.validate import _ROLES
+from qwen4exp.render.media import MEDIA_TYPES
+from qwen4exp.render.segments import SegmentBuilder
 
 PACKAGE = pathlib.Path(qwen4exp.__file__).parent
-STUBS = sorted(PACKAGE.glob("_*.pyi"))
+STUBS = sorted((PACKAGE / "_native").glob("_*.pyi"))
 
 
 def test_py_typed_marker_is_in_the_package():
@@ -77,7 +77,7 @@ def _runtime_members(cls) -> set[str]:
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda p: p.stem)
 def test_stub_names_what_the_module_defines(stub):
-    module = importlib.import_module(f"qwen4exp.{stub.stem}")
+    module = importlib.import_module(f"qwen4exp._native.{stub.stem}")
     defined = _defined(_stub_tree(stub).body)
     public = {n for n in defined if not n.startswith("_")}
     assert public == _own_public(module), f"{stub.name} and {module.__name__} differ"
@@ -122,7 +122,7 @@ def _signature(fn) -> list[tuple[str, str, bool]] | None:
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda p: p.stem)
 def test_stub_signatures_match_the_compiled_functions(stub):
-    module = importlib.import_module(f"qwen4exp.{stub.stem}")
+    module = importlib.import_module(f"qwen4exp._native.{stub.stem}")
     checked = 0
     for name, node in _defined(_stub_tree(stub).body).items():
         if isinstance(node, ast.FunctionDef):
@@ -145,7 +145,7 @@ def test_stub_signatures_match_the_compiled_functions(stub):
 
 def _compiled_imports() -> dict[str, set[str]]:
     """module -> names, for every `from ._X import ...` of a compiled module in the package."""
-    compiled = {p.name.split(".")[0] for p in PACKAGE.iterdir() if p.suffix in (".so", ".pyd")}
+    compiled = {p.name.split(".")[0] for p in (PACKAGE / "_native").iterdir() if p.suffix in (".so", ".pyd")}
     found: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -160,8 +160,8 @@ def test_every_name_the_package_imports_from_a_compiled_module_is_stubbed():
     imports = _compiled_imports()
     assert {"_encoder", "_stream"} <= set(imports)  # the scan sees the package's imports
     for module, names in imports.items():
-        stub = PACKAGE / f"{module}.pyi"
-        assert stub.is_file(), f"the package imports from qwen4exp.{module}, which has no stub"
+        stub = PACKAGE / "_native" / f"{module}.pyi"
+        assert stub.is_file(), f"the package imports from qwen4exp._native.{module}, which has no stub"
         missing = names - set(_defined(_stub_tree(stub).body))
         assert not missing, f"{stub.name} lacks {sorted(missing)}"
 

@@ -44,7 +44,7 @@ import numpy as np
 import pytest
 
 from _hf_reference import hf_split
-from qwen4exp._pretokenize import char_class
+from qwen4exp._native._pretokenize import char_class
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The split pattern docs/FORMAT.md (section 2) states; the test below checks the
@@ -168,7 +168,7 @@ def test_marks_every_scalar_value(split35):
 
 
 def test_marks_pieces(split35):
-    from qwen4exp._pretokenize import split as ours
+    from qwen4exp._native._pretokenize import split as ours
 
     for text in ["\u0939\u093f\u0928\u094d\u0926\u0940", "!\u0301!", " \u0301x", "\u0301", "a \u20dd",
                  "1\u0301\u0301", "'\u0301s", "\n\u0301", "x\u200d\u0301", "\u0e01\u0e34 \u0e19"]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qwen4exp._geometry import utf8_checks, utf8_simd_level
+from qwen4exp._native._geometry import utf8_checks, utf8_simd_level
 
 # Byte values at the edges of every range the rules tell apart.
 EDGES = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0,

@@ -15,7 +15,7 @@ import pytest
 
 import qwen4exp
 from qwen4exp import Qwen4ExpError
-from qwen4exp import _vocab_compile as vc
+from qwen4exp.vocab import compile as vc
 from _hf_reference import byte_decoder, token_texts
 
 from conftest import VOCAB_DIR

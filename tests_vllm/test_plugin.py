@@ -17,7 +17,7 @@ from conftest import VOCABULARIES
 
 import qwen4exp
 from qwen4exp.formats import chat_format
-from qwen4exp.segments import SegmentBuilder
+from qwen4exp.render.segments import SegmentBuilder
 
 vllm = pytest.importorskip("vllm")  # the module is only collected in the vLLM venv
 

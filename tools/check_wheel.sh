@@ -15,7 +15,7 @@ python3 -m venv --system-site-packages "$tmp/venv"
 # Python, which this venv sees; pip would call the wheel satisfied and skip it.
 "$tmp/venv/bin/python" -m pip install --no-deps --no-index --ignore-installed -q "$tmp"/dist/qwen4exp-*.whl
 
-typed="$(cd src/qwen4exp && echo py.typed *.pyi)"  # PEP 561: the marker and the compiled modules' stubs
+typed="$(cd src/qwen4exp && echo py.typed _native/*.pyi)"  # PEP 561: the marker and the compiled modules' stubs
 cd "$tmp"  # nothing of the source tree on the path
 QWEN4EXP_TYPED="$typed" "$tmp/venv/bin/python" - "$tmp/venv" "$tmp"/dist/qwen4exp-*.whl <<'EOF'
 import os
@@ -25,10 +25,10 @@ import zipfile
 venv, wheel = sys.argv[1], sys.argv[2]
 names = set(zipfile.ZipFile(wheel).namelist())
 for need in ("qwen4exp/__init__.py", "qwen4exp/cli/__init__.py", "qwen4exp/formats/__init__.py",
-             "qwen4exp/_data/tokenizer.json", "qwen4exp/_data/NOTICE", "qwen4exp/_data/qwen3.6/NOTICE",
-             "qwen4exp/examples/example_chat.json", "qwen4exp/examples/gate_oracle.json"):
+             "qwen4exp/vocab/_data/tokenizer.json", "qwen4exp/vocab/_data/NOTICE", "qwen4exp/vocab/_data/qwen3.6/NOTICE",
+             "qwen4exp/cli/example_chat.json", "qwen4exp/runtimes/gate_oracle.json"):
     assert need in names, f"the wheel lacks {need}"
-assert any(n.startswith("qwen4exp/_data/") and n.endswith(".npz") for n in names), "no compiled vocabulary"
+assert any(n.startswith("qwen4exp/vocab/_data/") and n.endswith(".npz") for n in names), "no compiled vocabulary"
 assert any(n.endswith("/LICENSE") for n in names), "no LICENSE in the wheel"
 for name in os.environ["QWEN4EXP_TYPED"].split():
     assert f"qwen4exp/{name}" in names, f"the wheel lacks qwen4exp/{name}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Derive the gate's packaged oracle from the chat oracle of the tests.
 
-    python tools/gen_gate_oracle.py     # rewrites src/qwen4exp/examples/gate_oracle.json
+    python tools/gen_gate_oracle.py     # rewrites src/qwen4exp/runtimes/gate_oracle.json
 
 `qwen4exp gate` runs without the tests, so it ships its own copy of the cases
 of tests/data/chat_oracle.json (checked there against the official templates
@@ -17,7 +17,7 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "..", "tests", "data", "chat_oracle.json")
-OUT = os.path.join(HERE, "..", "src", "qwen4exp", "examples", "gate_oracle.json")
+OUT = os.path.join(HERE, "..", "src", "qwen4exp", "runtimes", "gate_oracle.json")
 
 
 def _expectation(expect: dict) -> dict:

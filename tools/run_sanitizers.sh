@@ -90,7 +90,8 @@ run_valgrind() {
 import sys
 sys.path.insert(0, sys.argv[1] + "/tests")
 import test_fault_injection as fi  # noqa: E402  (the calls of tests/test_fault_injection.py)
-from qwen4exp import Tokenizer, TokenBuffer, _alloc  # noqa: E402
+from qwen4exp import Tokenizer, TokenBuffer  # noqa: E402
+from qwen4exp._native import _alloc  # noqa: E402
 
 failed = 0
 tok = Tokenizer()

@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import qwen4exp  # noqa: E402
 from qwen4exp import Kind, Segment, SegmentBuilder, TokenBuffer  # noqa: E402
-from qwen4exp.chat import render_chat, render_chat_into  # noqa: E402
+from qwen4exp.render.chat import render_chat, render_chat_into  # noqa: E402
 
 TEXTS = [
     "Hello, world! It's a test of the soak.",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Type-check the package and the examples with mypy (the `test` extra pins
 # it; the settings are pyproject.toml's [tool.mypy]): py.typed, the stubs of
-# the compiled modules (src/qwen4exp/*.pyi) and the TypedDicts of
+# the compiled modules (src/qwen4exp/_native/*.pyi) and the TypedDicts of
 # qwen4exp.shapes are what users' type checkers read, so they must agree
 # with the code; the examples, being what users copy, are checked --strict
 # too. Extra arguments go to mypy (e.g. --no-incremental).

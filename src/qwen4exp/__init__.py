@@ -5,19 +5,19 @@ only those. The rules it keeps are in docs/FORMAT.md, the data path in
 docs/ARCHITECTURE.md.
 """
 
-from qwen4exp.chat import chat_formats, render_chat, render_chat_into
-from qwen4exp.completion import CompletionParser, Delta
-from qwen4exp.decode_stream import DecodeStream
-from qwen4exp.masks import EncodedChat
-from qwen4exp.budget import FittedChat
+from qwen4exp.render.chat import chat_formats, render_chat, render_chat_into
+from qwen4exp.parse.completion import CompletionParser, Delta
+from qwen4exp.parse.decode_stream import DecodeStream
+from qwen4exp.encode.masks import EncodedChat
+from qwen4exp.encode.budget import FittedChat
 from qwen4exp import errors
 from qwen4exp.errors import *  # noqa: F403  (Qwen4ExpError and its subclasses: errors.__all__)
 from qwen4exp.markers import Marker
-from qwen4exp.media import MediaPart, MediaProcessor
-from qwen4exp.segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
+from qwen4exp.render.media import MediaPart, MediaProcessor
+from qwen4exp.render.segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from qwen4exp.shapes import ChatMessage, OpenAIDelta, ParsedCompletion, Tool, ToolCall
-from qwen4exp.tokenizer import TokenBuffer, Tokenizer, vocabularies
-from qwen4exp.chat_encoder import ChatEncoder  # after .tokenizer, which it uses
+from qwen4exp.encode.tokenizer import TokenBuffer, Tokenizer, vocabularies
+from qwen4exp.encode.chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 
 __all__ = [
     "render_chat",
@@ -53,7 +53,7 @@ __all__ = [
 def __getattr__(name: str):
     # __version__ on first use: importlib.metadata costs about 20 ms at import.
     if name == "__version__":
-        from qwen4exp._version import package_version
+        from qwen4exp.vocab._version import package_version
 
         globals()["__version__"] = version = package_version()
         return version

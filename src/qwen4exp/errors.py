@@ -4,8 +4,8 @@ native core returns codes (pyx/_faults.pxd, pyx/_geometry.pxd) and never
 imports this layer; the Python modules call the builders below.
 """
 
-from qwen4exp._faults import Fault
-from qwen4exp._geometry import GeoCode
+from qwen4exp._native._faults import Fault
+from qwen4exp._native._geometry import GeoCode
 
 __all__ = [
     "Qwen4ExpError",
@@ -59,7 +59,7 @@ class RecordError(Qwen4ExpError):
 
 
 class JsonError(RecordError):
-    """Input that is not strict JSON (qwen4exp.requests.loads_json): bad syntax,
+    """Input that is not strict JSON (qwen4exp.render.requests.loads_json): bad syntax,
     NaN or Infinity, an out-of-range number, a duplicate key, nesting too deep."""
 
 

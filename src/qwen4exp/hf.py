@@ -1,10 +1,13 @@
-"""qwen4exp for transformers: `Qwen4ExpTokenizer` (qwen4exp.runtimes.hf;
-docs/RUNTIMES.md, "transformers").
+"""qwen4exp for transformers: `Qwen4ExpTokenizer`, implemented in
+qwen4exp.runtimes.hf (docs/RUNTIMES.md, "transformers"). This name is that
+module itself.
 
 Needs transformers 4.57 or newer (the `hf` extra: `pip install '.[hf]'` in a
 clone); `import qwen4exp` alone never imports it.
 """
 
-from qwen4exp.runtimes.hf import ASSISTANT_MASK_STYLES, Qwen4ExpTokenizer
+import sys
 
-__all__ = ["Qwen4ExpTokenizer", "ASSISTANT_MASK_STYLES"]
+from qwen4exp.runtimes import hf as _impl
+
+sys.modules[__name__] = _impl

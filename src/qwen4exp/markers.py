@@ -37,7 +37,7 @@ class Marker(str, Enum):
 
 
 class MediaMarker(str, Enum):
-    """The markers of a media placeholder (qwen4exp.media): written only for a
+    """The markers of a media placeholder (qwen4exp.render.media): written only for a
     structured image or video part, never a completion's structure."""
 
     VISION_START = "<|vision_start|>"

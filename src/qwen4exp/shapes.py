@@ -53,7 +53,7 @@ class TextPart(TypedDict):
 
 
 class _MediaSizes(TypedDict, total=False):
-    # What an image or video part may say of its size (qwen4exp.media): width
+    # What an image or video part may say of its size (qwen4exp.render.media): width
     # and height together, or the [t, h, w] grid of patches (a video needs it).
     width: int
     height: int

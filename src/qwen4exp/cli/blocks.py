@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwen4exp._jsonl import scan_lines
+from qwen4exp._native._jsonl import scan_lines
 from qwen4exp.cli.columns import RecordOptions
 
 __all__ = ["Block", "Rows", "read_blocks", "block_of_lines"]

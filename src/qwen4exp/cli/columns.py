@@ -14,7 +14,7 @@
   JSON cannot write (NaN, Infinity) is written as null, and the run's
   summary says how many of each field were.
 
-The names and types of the columns themselves are `qwen4exp.batch_schema`'s.
+The names and types of the columns themselves are `qwen4exp.encode.batch_schema`'s.
 
 `RecordOptions` is what every record is read with (the chat format and
 whether to keep the other fields); the engines hand it to the sources and to
@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qwen4exp import batch_schema
-from qwen4exp.requests import REQUEST_KEYS
+from qwen4exp.encode import batch_schema
+from qwen4exp.render.requests import REQUEST_KEYS
 from qwen4exp.cli.common import InputError, UsageError
 
 __all__ = ["RecordOptions", "record_options", "BASE_COLUMNS", "MASK_COLUMNS", "other_fields", "check_kept_names",

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
-from qwen4exp._files import NotRegularFileError, read_regular_file
+from qwen4exp.vocab.files import NotRegularFileError, read_regular_file
 from qwen4exp.errors import Qwen4ExpError
-from qwen4exp.tokenizer import Tokenizer
+from qwen4exp.encode.tokenizer import Tokenizer
 
 EXIT_OK = 0
 EXIT_RECORDS_FAILED = 1
@@ -116,7 +116,7 @@ def add_tokenizer_arguments(sp, with_format: bool = True) -> None:
     """--vocab NAME | --tokenizer PATH, for a command that tokenizes;
     `with_format`: the command has --chat-format (and reads chat requests),
     whose models' vocabulary is the default."""
-    from qwen4exp.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES
+    from qwen4exp.vocab.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES
 
     which = sp.add_mutually_exclusive_group()
     names = ", ".join([*VOCABULARIES, *(f"{a} (= {b})" for a, b in ALIASES.items())])
@@ -146,7 +146,7 @@ def _load_path(path: str) -> Tokenizer:
     no template, as the file alone (Tokenizer.from_file)."""
     import os
 
-    from qwen4exp.pretrained import read_chat_template
+    from qwen4exp.vocab.pretrained import read_chat_template
 
     if os.path.isdir(path) and read_chat_template(path) is not None:
         return Tokenizer.from_pretrained(path)
@@ -193,7 +193,7 @@ def other_vocabulary_hint(ids, tok, args, with_format: bool, chat_format: str | 
     error that say which option reads them (the bundled vocabularies that
     have every one of them, and the chat formats whose models use those),
     else ""."""
-    from qwen4exp.tokenizer import vocabularies
+    from qwen4exp.encode.tokenizer import vocabularies
 
     top = max((int(i) for i in ids), default=-1)
     if top < tok.vocab_size:

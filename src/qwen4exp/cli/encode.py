@@ -145,7 +145,7 @@ def _read_texts(block: Block, rows: np.ndarray):
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from qwen4exp._jsonl import gather_lines
+    from qwen4exp._native._jsonl import gather_lines
 
     block_size = max(1 << 20, 1 << int(block.longest + 2).bit_length())
     read_options = pj.ReadOptions(use_threads=True, block_size=block_size)
@@ -202,7 +202,7 @@ def _encode_texts(tok, threads, rows: np.ndarray, texts, slow: np.ndarray):
     for bad rows only after it refused one."""
     import pyarrow as pa
 
-    from qwen4exp.arrow import bool_array, invalid_rows, valid_numpy
+    from qwen4exp.encode.arrow import bool_array, invalid_rows, valid_numpy
 
     def without(bad):
         slow[rows[bad]] = True
@@ -234,7 +234,7 @@ def encode_rows(tok, rows: Rows, threads, masks: bool) -> EncodedChunk:
             or not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type))):
         records, failures = records_of_batch(batch, first, rows.options)
         return encode_chunk(tok, records, threads, failures, masks)
-    from qwen4exp.arrow import bool_array, valid_numpy
+    from qwen4exp.encode.arrow import bool_array, valid_numpy
 
     fast = valid_numpy(text)
     if "messages" in names:
@@ -262,7 +262,7 @@ def _text_bytes(chunk) -> int:
     """UTF-8 bytes of a string array without nulls: its offsets' span."""
     if not len(chunk):
         return 0
-    from qwen4exp.arrow import offsets_numpy
+    from qwen4exp.encode.arrow import offsets_numpy
 
     ends = offsets_numpy(chunk)
     return int(ends[-1] - ends[0])
@@ -276,7 +276,7 @@ def _joined(index: np.ndarray, encoded, rest: EncodedChunk) -> EncodedChunk:
         return rest
     import pyarrow as pa
 
-    from qwen4exp.arrow import int_array, list_array, list_numpy
+    from qwen4exp.encode.arrow import int_array, list_array, list_numpy
 
     ids, nbytes = encoded
     arrays = list(ids.chunks)

@@ -1,4 +1,4 @@
-"""`qwen4exp gate`: the command over the model-free checks of `qwen4exp.gate`.
+"""`qwen4exp gate`: the command over the model-free checks of `qwen4exp.runtimes.gate`.
 
 Exit codes: 0 all checks pass, 1 a check failed, 2 usage, 3 unreadable files
 (not a regular file, not strict JSON, not a tokenizer.json), 4 the report could
@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sys
 
-from qwen4exp.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+from qwen4exp.vocab.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError
 from qwen4exp.formats import chat_formats
-from qwen4exp.gate import GateInputError, gate_tokenizer_file, run_gate
-from qwen4exp.tokenizer import Tokenizer
+from qwen4exp.runtimes.gate import GateInputError, gate_tokenizer_file, run_gate
+from qwen4exp.encode.tokenizer import Tokenizer
 from qwen4exp.cli.common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, format_vocabulary, write_stdout
 
 EXIT_FAILED = 1  # a check failed

@@ -30,7 +30,7 @@ texts are in `parser`; the
 `batch` pipeline is in `batch` (its engines: `batch.LocalEngine` and
 `ray_engine`), what the commands share (exit codes, errors, reading input
 files and writing stdout, the tokenizer option) in `common`, and chat
-requests are decoded by `qwen4exp.requests`.
+requests are decoded by `qwen4exp.render.requests`.
 
 File arguments (FILE, --file, IN, --tokenizer) must be regular files: a FIFO,
 a device, a socket or a directory is refused with one line instead of being
@@ -45,7 +45,7 @@ import sys
 
 from qwen4exp.errors import JsonError, Qwen4ExpError, RecordError
 from qwen4exp.markers import Marker
-from qwen4exp.requests import REQUEST_KEYS, loads_json, request_from_json
+from qwen4exp.render.requests import REQUEST_KEYS, loads_json, request_from_json
 from qwen4exp.cli import gate
 from qwen4exp.cli.batch import cmd_batch
 from qwen4exp.cli.common import (
@@ -116,15 +116,14 @@ def _load_request(path: str, args=None):
 
 
 def _render(messages, options, where: str):
-    from qwen4exp.chat import render_chat
+    from qwen4exp.render.chat import render_chat
     try:
         return render_chat(messages, **options)
     except Qwen4ExpError as exc:
         raise InputError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 def example_path() -> str:
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(package, "examples", "example_chat.json")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "example_chat.json")
 
 
 # ---------------------------------------------------------------------------
@@ -150,7 +149,7 @@ _OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧
 
 
 def _kind_name(kind) -> str:
-    from qwen4exp.segments import Kind
+    from qwen4exp.render.segments import Kind
 
     return Kind(kind).name
 
@@ -175,7 +174,7 @@ def _short_ids(ids, width: int) -> str:
 
 def _segment_ids(tok, chat):
     """Token ids of each segment on its own (their concatenation is encode_chat)."""
-    from qwen4exp.segments import Segment
+    from qwen4exp.render.segments import Segment
 
     out = []
     for seg in chat.segments:

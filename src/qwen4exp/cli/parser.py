@@ -289,7 +289,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         "OUT: Parquet (.parquet; columns index int64 = 0-based record index, ids\n"
         'list<int32>, length int32) or JSONL (.jsonl, gzip-compressed as .jsonl.gz;\n'
         '{"index": i, "ids": [...], "length": n} a line), by extension or --format: the\n'
-        "columns of qwen4exp.ray.tokenize_dataset. --masks adds assistant_mask\n"
+        "columns of qwen4exp.runtimes.ray.tokenize_dataset. --masks adds assistant_mask\n"
         "(list<bool>) and message_index (list<int32>); --keep-columns the input's other\n"
         "fields (JSONL into Parquet: each field's type is the one of the first chunk; an\n"
         "integer outside int64 or an object with no keys is an input error, exit 3;\n"

@@ -1,5 +1,5 @@
 """`qwen4exp batch --engine ray`: the batch pipeline (`batch`) with its chunks
-encoded on a Ray cluster, through a `qwen4exp.ray.TokenizerPool`.
+encoded on a Ray cluster, through a `qwen4exp.runtimes.ray.TokenizerPool`.
 
 The driver reads JSONL lines, or lists Parquet row groups (IN may be a
 directory of shards, taken in sorted order), and ships them as they are; each
@@ -17,9 +17,9 @@ import os
 import numpy as np
 import ray
 
-from qwen4exp.arrow import offsets_of
+from qwen4exp.encode.arrow import offsets_of
 from qwen4exp.errors import Qwen4ExpError
-from qwen4exp.ray import TokenizerPool
+from qwen4exp.runtimes.ray import TokenizerPool
 from qwen4exp.cli.blocks import Rows, block_of_lines
 from qwen4exp.cli.columns import RecordOptions, join_kept, record_options
 from qwen4exp.cli.common import InputError, UsageError

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from qwen4exp import batch_schema
-from qwen4exp._files import kind_of
-from qwen4exp.arrow import int_array, joined_rows
+from qwen4exp.encode import batch_schema
+from qwen4exp.vocab.files import kind_of
+from qwen4exp.encode.arrow import int_array, joined_rows
 from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.cli.common import InputError, OutputError, UsageError, need_module
 from qwen4exp.cli.sources import JSONL_EXT, PARQUET_EXT
@@ -94,7 +94,7 @@ class Sink(ABC):
     one format: its `name` (--format), its `extensions` (OUT's name picks
     it: `sink_for`), `require()` (its optional modules) and the three steps
     `_open(fd)`, `_write(...)`, `_close()`. Its columns are
-    qwen4exp.batch_schema's: index, the token columns, then the carried ones."""
+    qwen4exp.encode.batch_schema's: index, the token columns, then the carried ones."""
 
     name: str = ""
     extensions: tuple[str, ...] = ()
@@ -238,7 +238,7 @@ class JsonlSink(Sink):
             self._file = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
 
     def _write(self, index, flat, offsets, masks, kept) -> None:
-        from qwen4exp._jsonl import write_jsonl_rows
+        from qwen4exp._native._jsonl import write_jsonl_rows
 
         ends = [e.encode("utf-8") for e in self.extra.json_suffixes(offsets, masks, kept)] if self.extra else None
         write_jsonl_rows(self._file, np.ascontiguousarray(index, dtype=np.int64),

@@ -18,9 +18,9 @@ import stat
 import sys
 
 from qwen4exp.formats import default_format
-from qwen4exp._files import kind_of
+from qwen4exp.vocab.files import kind_of
 from qwen4exp.errors import RecordError
-from qwen4exp.requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
+from qwen4exp.render.requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
 from qwen4exp.cli.blocks import Rows, read_blocks
 from qwen4exp.cli.columns import RecordOptions, other_fields
 from qwen4exp.cli.common import InputError, UsageError, need_module
@@ -88,7 +88,7 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
                 extra=None) -> Record:
     """Turn one decoded record into a text or rendered-chat record (or raise);
     `extra`: its other fields when options.keep (default: obj's own)."""
-    from qwen4exp.chat import render_chat
+    from qwen4exp.render.chat import render_chat
 
     if options.keep and extra is None:
         extra = other_fields(obj)

@@ -21,7 +21,7 @@ import importlib
 from typing import Any, Mapping
 
 from qwen4exp.errors import ChatFormatError
-from qwen4exp.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+from qwen4exp.vocab.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
 from qwen4exp.formats._descriptor import OPTION_NAMES, ChatFormat, template_digest
 
 __all__ = ["ChatFormat", "chat_formats", "chat_format", "register", "unregister", "formats_of_vocabulary",

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
-from qwen4exp.chat_validate import JSON_CALLS, XML_PYTHON, Request, Rules
+from qwen4exp.render.validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
 __all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
 
@@ -56,7 +56,7 @@ class ChatFormat:
     how a model folder's template is recognised as this format."""
 
     name: str
-    #: The bundled vocabulary its models use (qwen4exp.vocabulary).
+    #: The bundled vocabulary its models use (qwen4exp.vocab.vocabulary).
     vocabulary: str
     #: What validation needs (trimming, call style, option defaults).
     rules: Rules

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from qwen4exp.chat_validate import TOOL, Message
+from qwen4exp.render.validate import TOOL, Message
 from qwen4exp.formats._control import TOOL_CALL, TOOL_CALL_END, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END, TOOL_RESPONSE_END_IM_END
 
 __all__ = ["write_calls", "close_tool_response"]

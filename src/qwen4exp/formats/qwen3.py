@@ -17,7 +17,7 @@ docs/FORMAT.md ("Where the formats depart from the templates"):
 
 from __future__ import annotations
 
-from qwen4exp.chat_validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
+from qwen4exp.render.validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._turns import close_tool_response, write_calls
 from qwen4exp.formats._control import (

@@ -18,7 +18,7 @@ One template family (Qwen3.5 / 3.6 / 3.8 models' `chat_template.jinja`):
   writes an empty block when enable_thinking is False);
 * an image or video part is a placeholder, the VISION_START, IMAGE_PAD (or
   VIDEO_PAD) and VISION_END markers, in user, assistant and tool messages
-  (qwen4exp.media); with add_vision_id a "Picture N: " label before it;
+  (qwen4exp.render.media); with add_vision_id a "Picture N: " label before it;
 * 3.8 writes a reasoning-effort instruction at the top of the system turn
   (xhigh, the default, and low; none for medium or with thinking off), and
   leaves out a system turn that would be empty.
@@ -31,7 +31,7 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 
 from __future__ import annotations
 
-from qwen4exp.chat_validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
+from qwen4exp.render.validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._turns import close_tool_response, write_calls
 from qwen4exp.formats._control import (

@@ -54,9 +54,9 @@ except ImportError as exc:  # transformers is an optional dependency
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
 from qwen4exp.formats import chat_format as format_named
 from qwen4exp.formats import identify_template
-from qwen4exp.pretrained import read_chat_template
-from qwen4exp.segments import RenderedChat, SegmentBuilder
-from qwen4exp.tokenizer import Tokenizer
+from qwen4exp.vocab.pretrained import read_chat_template
+from qwen4exp.render.segments import RenderedChat, SegmentBuilder
+from qwen4exp.encode.tokenizer import Tokenizer
 
 __all__ = ["Qwen4ExpTokenizer", "ASSISTANT_MASK_STYLES"]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import qwen4exp
-from qwen4exp.segments import SegmentBuilder
+from qwen4exp.render.segments import SegmentBuilder
 
 __all__ = ["MODE", "TRUSTED_PROMPTS_MODE", "register", "Qwen4ExpTokenizer"]
 

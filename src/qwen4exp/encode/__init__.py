@@ -1,0 +1,2 @@
+"""The encode path: the Tokenizer facade, the chat encoder, masks, budgets,
+token buffers, Arrow output and the batch schema."""

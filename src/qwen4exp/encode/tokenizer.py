@@ -1,0 +1,700 @@
+"""The Tokenizer: plain-text encode/decode and the segmented adapter.
+
+Python validates and converts; the native core (qwen4exp._native._encoder) does all
+per-byte work in one GIL-free call. DATA never yields an added-token id;
+TRUSTED_CONTROL only resolves exact atoms.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import types
+from itertools import chain
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+import numpy as np
+
+from qwen4exp.vocab import compile as _vocab_compile
+from qwen4exp.render import media as _media
+from qwen4exp.render.chat import render_chat as _render_chat
+from qwen4exp.formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
+from qwen4exp.vocab.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
+from qwen4exp._native._encoder import NativeTokenizer
+from qwen4exp._native._faults import InitFault
+from qwen4exp.vocab.loading import arrays_sha256, bundled_arrays, compiled_file
+from qwen4exp.encode.token_buffer import TokenBuffer
+from qwen4exp.parse.completion import CompletionParser, parse_all
+from qwen4exp.parse.decode_stream import DecodeStream, IdTables
+from qwen4exp.encode.masks import EncodedChat, chat_masks
+from qwen4exp.errors import (
+    ChatFormatError,
+    Qwen4ExpError,
+    SegmentError,
+    VocabularyError,
+    fault_error,
+    id_error,
+    init_error,
+    surrogate_error,
+)
+from qwen4exp.render.segments import Kind, RenderedChat, Segment
+from qwen4exp.shapes import MessageLike, ParsedCompletion, ToolLike
+
+if TYPE_CHECKING:
+    from qwen4exp.encode.budget import FittedChat
+    from qwen4exp.encode.chat_encoder import ChatEncoder
+
+__all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
+
+_INT64_MAX = 2**63 - 1
+_CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
+CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
+_THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
+
+def vocabularies() -> tuple[str, ...]:
+    """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
+    return tuple(VOCABULARIES)
+
+
+class Tokenizer:
+    """Qwen byte-level BPE with provenance-aware segment encoding.
+
+    `Tokenizer()` loads the bundled Qwen3 vocabulary, `Tokenizer(name)` any
+    bundled one by name or alias (no network; `vocabularies()` lists them);
+    `Tokenizer.from_file(path)` loads a Qwen-family tokenizer.json.
+
+    `cache_size`: pieces each thread's own cache holds at first (the words it
+    merged and the vocabulary spellings it looked up), about 150 bytes each;
+    a cache that fills grows, doubling, to 4 times that (a long run over a
+    large corpus keeps its words), and is emptied when it fills again; 0
+    disables caching, so every piece is merged. Every
+    thread first asks its own cache, then the seed: every token spelling
+    that is one whole piece, built once per tokenizer and shared (16 MiB for
+    Qwen3, 32 MiB for Qwen3.6).
+
+    `encode_threads`: threads one `encode()` call may use (default: the CPUs
+    this process may run on). A text from 2,048 bytes (1,536 if not ASCII) is cut into parts at
+    piece boundaries and the parts run on the process's helper threads, the
+    ids unchanged (docs/ARCHITECTURE.md, "Texts across threads"); 1 keeps
+    every `encode()` on the calling thread.
+    """
+
+    # set by _init_arrays (and the constructors before it)
+    _vocab_name: str | None
+    _id_tables_cache: IdTables | None
+    _spelling_cache: tuple[list[str | None], dict[str, int]] | None
+    _compiled: Mapping[str, np.ndarray] | None
+    _compiled_sha256: str | None
+
+    def __init__(self, name: str = DEFAULT_VOCABULARY, *, cache_size: int = CACHE_SIZE_DEFAULT,
+                 encode_threads: int | None = None) -> None:
+        vocab = bundled_vocabulary(name)
+        if vocab is None:
+            raise VocabularyError(
+                f"unknown vocabulary {name!r}: bundled are {', '.join(vocabularies())} "
+                f"(aliases: {', '.join(f'{a} = {b}' for a, b in ALIASES.items())}); "
+                "use Tokenizer.from_file for a tokenizer.json, Tokenizer.from_pretrained for a model folder"
+            )
+        self._vocab_name = vocab.name
+        self._init_arrays(bundled_arrays(vocab), cache_size, encode_threads)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, *, chat_format: str | None = None,
+                        cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None) -> "Tokenizer":
+        """Load a Hugging Face model folder: its vocabulary (the bundled one when
+        the folder's tokenizer.json has the same contents) bound to the chat
+        format its template is (qwen4exp.vocab.pretrained; docs/FORMAT.md, "Model
+        folders"). `chat_format` names the format instead, for a template
+        qwen4exp does not recognise. VocabularyError for a folder without a
+        usable tokenizer.json, ChatFormatError for a template of no known
+        format or a format of another vocabulary."""
+        from qwen4exp.vocab.pretrained import load_model_folder
+
+        return load_model_folder(cls, path, chat_format=chat_format, cache_size=cache_size,
+                                 encode_threads=encode_threads)
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike, *, cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None
+    ) -> "Tokenizer":
+        """Load a Qwen-family tokenizer.json, or a directory that holds one.
+
+        The compiled form is cached under $QWEN4EXP_CACHE (default
+        ~/.cache/qwen4exp), keyed by the file's SHA-256. FileNotFoundError
+        when there is none, OSError when it cannot be read, Qwen4ExpError
+        when it is not a regular file (a FIFO, a device) or not a valid
+        Qwen-family tokenizer.json.
+        """
+        self = cls.__new__(cls)
+        self._vocab_name = None
+        self._init_arrays(compiled_file(path), cache_size, encode_threads)
+        return self
+
+    def _init_arrays(
+        self, arrays: Mapping[str, np.ndarray], cache_size: int, encode_threads: int | None = None
+    ) -> None:
+        if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)) or not (
+            0 <= cache_size <= _CACHE_MAX
+        ):
+            raise ValueError(
+                f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
+            )
+        cache_size = operator.index(cache_size)
+        threads = _thread_count(encode_threads, "encode_threads")
+        try:
+            self._native = NativeTokenizer(
+                arrays["token_bytes"],
+                arrays["token_offsets"],
+                arrays["merges"],
+                arrays["atom_bytes"],
+                arrays["atom_offsets"],
+                arrays["atom_ids"],
+                cache_size=cache_size,
+                marks=bool(arrays["marks"][0]),
+                ignore_merges=bool(arrays["ignore_merges"][0]),
+                self_encoding=arrays.get("self_encoding"),
+                encode_threads=threads,
+            )
+        except InitFault as fault:
+            raise init_error(*fault.args) from None
+        blob = arrays["atom_bytes"].tobytes()
+        offs = arrays["atom_offsets"]
+        self._atoms = types.MappingProxyType(
+            {
+                blob[offs[i] : offs[i + 1]].decode("utf-8"): int(a)
+                for i, a in enumerate(arrays["atom_ids"])
+            }
+        )
+        self._n_vocab = int(len(arrays["token_offsets"]) - 1)
+        special = arrays["atom_special"].astype(bool).tolist()
+        self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
+        self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
+        self._id_tables_cache = None
+        self._spelling_cache = None
+        self._cache_size = cache_size
+        self._encode_threads = encode_threads
+        # A from_file vocabulary (no name) keeps its compiled arrays (about 4 MB):
+        # it pickles with them (see __reduce__); a bundled one pickles by name.
+        self._compiled = arrays if getattr(self, "_vocab_name", "") is None else None
+        self._compiled_sha256 = None
+        # The chat formats it renders are its vocabulary's; a from_file vocabulary
+        # counts as the bundled one with the same split pattern (same family).
+        marks = bool(arrays["marks"][0])
+        self._family = getattr(self, "_vocab_name", None) or next(
+            v.name for v in VOCABULARIES.values() if v.marks == marks)
+        self._format = default_format(self._family)
+        self._render_defaults: dict = {}
+        self._model_config: dict = {}  # a model folder's other files (preprocessor_config.json, ...)
+
+    # -- pickling ------------------------------------------------------------
+
+    def __reduce__(self):
+        """Pickle by name (a bundled vocabulary) or by checksum (a from_file one).
+
+        A from_file tokenizer carries its compiled arrays and their SHA-256, so
+        a process that never saw the tokenizer.json (a Ray worker on another
+        node, a spawned pool worker) rebuilds it; the arrays are verified
+        against the checksum before use.
+        """
+        name = getattr(self, "_vocab_name", None)
+        binding = (self._format.name, dict(self._render_defaults), dict(self._model_config))
+        if name is not None:
+            return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
+        assert self._compiled is not None  # a from_file vocabulary keeps its arrays
+        if self._compiled_sha256 is None:
+            self._compiled_sha256 = arrays_sha256(self._compiled)
+        return (
+            _tokenizer_by_checksum,
+            (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads, binding),
+        )
+
+    # -- the chat format -------------------------------------------------------
+
+    @property
+    def chat_format(self) -> str:
+        """The chat format this tokenizer renders by default: its vocabulary's
+        (formats.default_format of the vocabulary) or, from
+        `from_pretrained`, the model folder's."""
+        return self._format.name
+
+    @property
+    def vocabulary(self) -> str | None:
+        """The bundled vocabulary's name, or None for a from_file vocabulary."""
+        return self._vocab_name
+
+    @property
+    def render_defaults(self) -> Mapping[str, object]:
+        """Render options the model folder's template implies (e.g. the Qwen3.5
+        small models' enable_thinking=False); {} for a bundled vocabulary."""
+        return types.MappingProxyType(self._render_defaults)
+
+    def _bind(self, fmt: ChatFormat, defaults: Mapping[str, object], model_config: Mapping[str, object]) -> None:
+        self._format = self._chat_format_of(fmt, "chat_format")
+        self._render_defaults = dict(defaults)
+        self._model_config = dict(model_config)
+
+    def _chat_format_of(self, name, where: str) -> ChatFormat:
+        """The format `name` (None: this tokenizer's), refused unless it belongs
+        to this tokenizer's vocabulary: a chat rendered for another vocabulary's
+        models would get ids no model was trained on."""
+        if name is None:
+            return self._format
+        fmt = _format_named(name)
+        if fmt.vocabulary != self._family:
+            raise ChatFormatError(
+                f"{where}: the {fmt.name} chat format is for the {fmt.vocabulary} vocabulary, and this "
+                f"tokenizer is {self._describe()}; use Tokenizer({fmt.vocabulary!r}) (or "
+                f"Tokenizer.from_pretrained of the model folder) for {fmt.name}, or one of "
+                f"{', '.join(self.chat_formats())} here"
+            )
+        return fmt
+
+    def _describe(self) -> str:
+        if self._vocab_name is not None:
+            return f"the {self._vocab_name} vocabulary"
+        return f"a tokenizer.json of the {self._family} family"
+
+    def chat_formats(self) -> tuple[str, ...]:
+        """The chat formats this tokenizer renders and encodes (its vocabulary's)."""
+        return formats_of_vocabulary(self._family)
+
+    def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
+        """qwen4exp.render_chat in this tokenizer's chat format, with the model
+        folder's defaults for options left out (`chat_format=` must be a
+        format of this vocabulary)."""
+        fmt = self._chat_format_of(options.pop("chat_format", None), "render_chat()")
+        for key, value in self._render_defaults.items():
+            if options.get(key) is None:
+                options[key] = value
+        return _render_chat(messages, chat_format=fmt.name, **options)
+
+    def _id_tables(self) -> IdTables:
+        """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
+        tables = self._id_tables_cache
+        if tables is None:
+            blob, offsets = self._id_source
+            tables = IdTables(blob.tobytes(), offsets, dict(self._atoms), self._special_ids)
+            self._id_tables_cache = tables
+        return tables
+
+    # -- plain text --------------------------------------------------------
+
+    @property
+    def atoms(self) -> Mapping[str, int]:
+        """The special-atom table: spelling -> id (read-only)."""
+        return self._atoms
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
+        return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token spelled as in HF `tokenizers`: byte-level for BPE
+        tokens ("Ġworld" is " world"), as written for atoms (`Marker.IM_END.value`);
+        None when the vocabulary has no such token."""
+        if not isinstance(token, str):
+            raise TypeError(f"token_to_id() takes a str, not {type(token).__name__}")
+        return self._spellings()[1].get(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        """The spelling of an id as in HF `tokenizers` (see token_to_id); None
+        for an id outside the vocabulary."""
+        if isinstance(id, (bool, np.bool_)) or not isinstance(id, (int, np.integer)):
+            raise TypeError(f"id_to_token() takes an int, not {type(id).__name__}")
+        spellings = self._spellings()[0]
+        return spellings[id] if 0 <= id < len(spellings) else None
+
+    def _spellings(self) -> tuple[list, dict]:
+        """(spelling by id, id by spelling), built on first use (about 0.1 s)."""
+        tables = self._spelling_cache
+        if tables is None:
+            blob, offsets = self._id_source
+            stand_ins = {b: c for c, b in _vocab_compile.byte_level_alphabet().items()}
+            # Latin-1 maps each byte to the code point of its value; translate to the stand-ins.
+            text = blob.tobytes().decode("latin-1").translate(stand_ins)
+            ends = offsets.tolist()
+            by_id: list[str | None] = [text[a:b] for a, b in zip(ends, ends[1:])]
+            by_id += [None] * (self.vocab_size - len(by_id))
+            for spelling, i in self._atoms.items():
+                by_id[i] = spelling
+            by_spelling = {t: i for i, t in enumerate(by_id) if t is not None}
+            tables = self._spelling_cache = (by_id, by_spelling)
+        return tables
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded.
+
+        A list, like the plain-text APIs of HF tokenizers and tiktoken; the
+        stream and chat forms return int32 arrays (docs/FORMAT.md, section 7).
+        """
+        text = _exact_str(text, "encode()")
+        try:
+            return self._native.encode(text)
+        except UnicodeEncodeError:
+            raise surrogate_error(text, "encode()") from None
+
+    def count(self, text: str) -> int:
+        """len(encode(text)), without building the list."""
+        text = _exact_str(text, "count()")
+        try:
+            return self._native.count(text)
+        except UnicodeEncodeError:
+            raise surrogate_error(text, "count()") from None
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """encode() of each text, in order, on `num_threads` native threads (default: all
+        CPUs; a larger request than 1024 is clamped to 1024)."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch() takes a sequence of str, not a single "
+                            f"{type(texts).__name__} (use encode() for one text)")
+        texts = [_exact_str(t, f"encode_batch(): texts[{i}]") for i, t in enumerate(texts)]
+        threads = _thread_count(num_threads)
+        try:
+            return self._native.encode_batch(texts, threads)
+        except UnicodeEncodeError:
+            for i, t in enumerate(texts):
+                try:
+                    t.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise surrogate_error(t, f"encode_batch(): texts[{i}]") from None
+            raise
+
+    def encode_arrow(self, strings: Any, *, num_threads: int | None = None) -> Any:  # pyarrow in and out
+        """encode() of each row of a pyarrow string or large_string Array (a
+        ListArray of int32 ids back) or ChunkedArray (a ChunkedArray back,
+        chunk for chunk), or of a list of str (None: a null row); nulls stay
+        null. The native threads read the UTF-8 buffers in place and write
+        the ids straight into the result's buffers: no Python object per row
+        or per id. All or nothing, as encode_batch: a row that is not valid
+        UTF-8 (Arrow arrays built from buffers can hold any bytes) raises
+        TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
+        from qwen4exp.encode.arrow import encode_arrow
+
+        return encode_arrow(self._native, strings, _thread_count(num_threads))
+
+    def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
+        """The bytes the ids spell (atoms spell themselves; with `skip_special`,
+        the special ones, such as the IM_END marker, spell nothing, as in HF)."""
+        arr = _ids_array(ids, self._n_vocab)
+        if skip_special and self._special_ids and arr.size:
+            arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]
+        data, bad = self._native.decode_bytes(arr)
+        if data is None:
+            raise id_error(int(arr[bad]), bad, "decode()", self._n_vocab)
+        return data
+
+    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
+        """Text of the ids; bytes that do not form UTF-8 become U+FFFD, as in HF."""
+        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors="replace")
+
+    # -- the output side (docs/FORMAT.md, section 11) ---------------------------
+
+    def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
+        """A streaming decoder: `step(id)` returns the text completed by that id."""
+        tables = self._id_tables()
+        return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
+
+    def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
+                          tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None,
+                          calls_in_reasoning: str = "text") -> CompletionParser:
+        """A streaming parser of the ids a model generates after `prompt` (a
+        RenderedChat rendered with add_generation_prompt=True, which gives the
+        chat format, the tools and whether reasoning is open; the keywords
+        override it): `feed(ids) -> [Delta]`, `finish() -> dict`."""
+        return CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
+                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+
+    def parse_completion(self, ids: Iterable[int], prompt: RenderedChat | None = None, *,
+                         chat_format: str | None = None, tools: Sequence[ToolLike] | None = None,
+                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> ParsedCompletion:
+        """The assistant message (OpenAI style: role, content, reasoning_content,
+        tool_calls with ids and typed arguments) that generated ids spell after
+        `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
+        return parse_all(self, ids, prompt, chat_format=chat_format, tools=tools,
+                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+
+    def flush_cache(self) -> None:
+        """Forget the words the caches learned: each goes back to the token
+        spellings it started from (they are bounded; this only drops their contents)."""
+        self._native.flush_cache()
+
+    # -- segments ------------------------------------------------------------
+
+    def encode_segments(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
+        """Ids of a caller-built segmented stream: a numpy int32 array, like every
+        stream and chat form (docs/FORMAT.md, section 7)."""
+        return self._encode_stream(data, segments)
+
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: Literal[False] = False,
+                    expand_media: Any = False) -> np.ndarray: ...
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: Literal[True], expand_media: Any = False) -> EncodedChat: ...
+    @overload
+    def encode_chat(self, chat: RenderedChat, *, return_masks: bool, expand_media: Any = False) -> np.ndarray | EncodedChat: ...
+
+    def encode_chat(self, chat: RenderedChat, *, return_masks: bool = False,
+                    expand_media: Any = False) -> np.ndarray | EncodedChat:
+        """Ids of a rendered chat, each segment tokenized on its own: a numpy int32
+        array, what model inputs and the batch output take (docs/FORMAT.md, section 7).
+
+        With `return_masks=True`, an EncodedChat: the same ids plus
+        `control_mask`, `message_index` and `assistant_mask` (qwen4exp.encode.masks).
+        With `expand_media` (True, or a dict of image-processor parameters),
+        each image or video pad is written once per merged patch (qwen4exp.render.media).
+        """
+        proc = _media.processor_of(self, expand_media, "encode_chat()")
+        ids, tok_ends = self._chat_ids(chat, "encode_chat()", return_masks)
+        result = chat_masks(chat, ids, tok_ends, self._token_lengths()) if return_masks else ids
+        return _media.expand(self, chat, result, proc, "encode_chat()")
+
+    def count_chat(self, chat: RenderedChat, *, expand_media: Any = False) -> int:
+        """len(encode_chat(chat, expand_media=expand_media))."""
+        proc = _media.processor_of(self, expand_media, "count_chat()")
+        ids = self._chat_ids(chat, "count_chat()", False)[0]
+        return _media.expanded_count(self, chat, ids, proc, "count_chat()")
+
+    def _chat_ids(self, chat: RenderedChat, where: str, with_ends: bool):
+        """(ids, ids so far after each segment or None) of a RenderedChat."""
+        if not isinstance(chat, RenderedChat):
+            raise TypeError(f"{where} takes a RenderedChat, not {type(chat).__name__}")
+        self._check_chat(chat, where)
+        data, bounds = chat.data, chat.boundaries
+        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, with_ends)
+        if fault is not None:
+            raise fault_error(fault, data, bounds, bounds[1:])
+        return ids, tok_ends
+
+    def _check_chat(self, chat: RenderedChat, where: str) -> None:
+        """Refuse a chat rendered in a format of another vocabulary (a caller-built
+        stream, with no format, is the caller's to vouch for)."""
+        name = chat.chat_format
+        if name is not None and (name != self._format.name or self._format.vocabulary != self._family):
+            self._chat_format_of(name, where)  # a dict look-up; raises for another vocabulary
+
+    def fit_chat(
+        self,
+        messages: Sequence[MessageLike],
+        budget: int,
+        *,
+        tools: Sequence[ToolLike] | None = None,
+        chat_format: str | None = None,
+        add_generation_prompt: bool = True,
+        expand_media: Any = False,
+        **render_options: Any,
+    ) -> "FittedChat":
+        """The conversation cut to at most `budget` ids by dropping its oldest
+        turns: a FittedChat (`messages`, `chat`, `ids`, `dropped`).
+
+        The system message and the last user turn are always kept; a turn (a
+        user message and everything up to the next one, tool calls with their
+        results) goes whole. The result is the longest such suffix that fits,
+        exactly; BudgetError when even the minimum does not (qwen4exp.encode.budget).
+        `render_options` go to render_chat; `expand_media` counts media parts
+        as encode_chat does (the ids are expanded too).
+        """
+        from qwen4exp.encode.budget import fit_chat
+
+        return fit_chat(self, messages, budget, tools=tools, chat_format=chat_format,
+                        add_generation_prompt=add_generation_prompt, expand_media=expand_media,
+                        **render_options)
+
+    def chat_encoder(self) -> "ChatEncoder":
+        """A ChatEncoder for one growing conversation (qwen4exp.encode.chat_encoder)."""
+        from qwen4exp.encode.chat_encoder import ChatEncoder
+
+        return ChatEncoder(self)
+
+    def _token_lengths(self) -> np.ndarray:
+        """Byte length of each id's spelling (int32, by id), built once."""
+        lengths = getattr(self, "_lengths", None)
+        if lengths is None:
+            lengths = self._lengths = self._native.token_lengths()
+        return lengths
+
+    def encode_segments_into(self, data: bytes, segments: Iterable[Segment], out: TokenBuffer) -> None:
+        """Append the stream's ids to `out`; on any error `out` is exactly as before."""
+        if not isinstance(out, TokenBuffer):
+            raise TypeError(f"out must be a TokenBuffer, not {type(out).__name__}")
+        ids = self._encode_stream(data, segments)
+        out._append(ids)
+
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: Literal[False] = False, expand_media: Any = False) -> list[np.ndarray]: ...
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: Literal[True], expand_media: Any = False) -> list[EncodedChat]: ...
+    @overload
+    def encode_chats(self, chats: Sequence[RenderedChat], num_threads: int | None = None, *,
+                     return_masks: bool, expand_media: Any = False) -> list[np.ndarray] | list[EncodedChat]: ...
+
+    def encode_chats(
+        self, chats: Sequence[RenderedChat], num_threads: int | None = None, *, return_masks: bool = False,
+        expand_media: Any = False,
+    ) -> list[np.ndarray] | list[EncodedChat]:
+        """encode_chat() of each chat, in order, on `num_threads` native threads
+        (EncodedChat with masks when `return_masks`; media expanded with `expand_media`).
+
+        All-or-nothing: if any chat is malformed the first fault is raised
+        (naming the chat's index) and no result is returned.
+        """
+        proc = _media.processor_of(self, expand_media, "encode_chats()")
+        items: list[tuple[Any, ...]] = []
+        chats = list(chats)
+        for i, chat in enumerate(chats):
+            if not isinstance(chat, RenderedChat):
+                raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
+            self._check_chat(chat, f"encode_chats(): chats[{i}]")
+            arrays: tuple[np.ndarray, ...] = _chat_arrays(chat)
+            if return_masks:
+                arrays += (np.empty(len(arrays[0]), dtype=np.int64),)
+            items.append((chat.data, *arrays))
+        results: list[Any] = self._native.encode_streams(items, _thread_count(num_threads))
+        for i, r in enumerate(results):
+            if isinstance(r, tuple):
+                data, starts, ends = items[i][:3]
+                exc = fault_error(r, data, starts, ends)
+                raise type(exc)(f"chats[{i}]: {exc}")
+        if return_masks:
+            lengths = self._token_lengths()
+            results = [chat_masks(chat, ids, item[4], lengths) for chat, ids, item in zip(chats, results, items)]
+        if proc is not None:  # all or nothing: every chat's media counted before one is returned
+            results = [_media.expand(self, chat, r, proc, f"encode_chats(): chats[{i}]")
+                       for i, (chat, r) in enumerate(zip(chats, results))]
+        return results
+
+    def _encode_stream(self, data: bytes, segments: Iterable[Segment]) -> np.ndarray:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        return self._encode_arrays(bytes(data), *_segment_arrays(segments))
+
+    def _encode_arrays(self, data: bytes, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+        ids, fault = self._native.encode_segments(data, starts, ends, kinds)
+        if ids is not None:
+            return ids
+        raise fault_error(fault, data, starts, ends)
+
+
+def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,
+                       binding: tuple | None = None) -> Tokenizer:
+    tok = Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
+    if binding is not None:
+        tok._bind(*binding)
+    return tok
+
+
+def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None,
+                           binding: tuple | None = None) -> Tokenizer:
+    """Unpickle a from_file Tokenizer. The checksum travels in the same pickle as
+    the arrays, so it only detects accidents: the arrays get every check that
+    compiling a tokenizer.json guarantees (check_compiled, deep) before they
+    reach the native core; anything wrong is a Qwen4ExpError."""
+    try:
+        _vocab_compile.check_compiled(arrays, self_encoding=False, deep=True)
+    except _vocab_compile.VocabFormatError as exc:
+        raise VocabularyError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
+    got = arrays_sha256(arrays)
+    if got != sha256:
+        raise VocabularyError(
+            f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
+            f"expected {sha256!r} (the pickle is damaged)"
+        )
+    tok = Tokenizer.__new__(Tokenizer)
+    tok._vocab_name = None
+    try:
+        tok._init_arrays(arrays, cache_size, encode_threads)
+    except Qwen4ExpError:
+        raise
+    except ValueError as exc:  # cache_size, encode_threads
+        raise Qwen4ExpError(f"unpickling a Tokenizer: {exc}") from None
+    tok._compiled_sha256 = sha256
+    if binding is not None:
+        tok._bind(*binding)
+    return tok
+
+
+def _exact_str(text, where: str) -> str:
+    """text as an exact str: a subclass (numpy.str_, or one overriding methods)
+    is copied, so the native core and the error paths see plain text."""
+    if type(text) is str:
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"{where} takes a str, not {type(text).__name__}")
+    return str.__str__(text)
+
+
+def _thread_count(num_threads: int | None, name: str = "num_threads") -> int:
+    if num_threads is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
+    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
+        raise ValueError(f"{name} must be a positive int or None, not {num_threads!r}")
+    return min(operator.index(num_threads), _THREADS_MAX)
+
+
+def _ids_array(ids: Iterable[int], n_vocab: int) -> np.ndarray:
+    """ids as an int32 array; an id that cannot be one is named with its own
+    value (an unsigned array's 2**64 - 1 is not called -1)."""
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise TypeError("decode() takes a 1-D array of integer ids")
+        if ids.size and (ids.min() < 0 or ids.max() > 2**31 - 1):
+            bad = int(np.flatnonzero((ids < 0) | (ids > 2**31 - 1))[0])
+            raise id_error(int(ids[bad]), bad, "decode()", n_vocab)
+        return np.ascontiguousarray(ids, dtype=np.int32)
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("decode() takes a sequence of int ids, not a string")
+    ids = list(ids)
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"decode(): ids[{i}] is {type(t).__name__}, not int")
+        if not 0 <= t <= 2**31 - 1:
+            raise id_error(t, i, "decode()", n_vocab)
+    return np.array(ids, dtype=np.int32)
+
+
+def _chat_arrays(chat: RenderedChat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A RenderedChat's segments as the native (starts int64, ends int64, kinds
+    int8) arrays: its boundaries with alternating kinds (no checks needed)."""
+    b = np.asarray(chat.boundaries, dtype=np.int64)
+    kinds = (np.arange(len(b) - 1, dtype=np.int8) + np.int8(chat.first_is_control)) & 1
+    return b[:-1].copy(), b[1:].copy(), kinds
+
+
+def _segment_arrays(segments: Iterable[Segment]):
+    """Convert caller-built segments to contiguous (starts, ends, kinds) arrays,
+    type-checking them (ints for bounds, `Kind` for kinds); geometry is
+    checked natively."""
+    if isinstance(segments, (str, bytes)):
+        raise TypeError("segments must be a sequence of Segment(start, end, kind)")
+    segments = tuple(segments)
+    m = len(segments)
+    for i, seg in enumerate(segments):
+        try:
+            start, end, kind = seg
+        except (TypeError, ValueError):
+            raise SegmentError(f"segment {i} is not a (start, end, kind) triple: {seg!r}") from None
+        for name, v in (("start", start), ("end", end)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SegmentError(f"segment {i}: {name} must be an int, not {type(v).__name__}")
+            if not 0 <= v <= _INT64_MAX:
+                raise SegmentError(f"segment {i}: {name} {v} is out of range (negative or past 2**63)")
+        if not isinstance(kind, Kind):
+            raise SegmentError(
+                f"segment {i} has an unknown kind {kind!r} "
+                "(use qwen4exp.Kind.DATA or Kind.TRUSTED_CONTROL)"
+            )
+    flat = np.fromiter(chain.from_iterable(segments), dtype=np.int64, count=3 * m).reshape(m, 3)
+    return (
+        np.ascontiguousarray(flat[:, 0]),
+        np.ascontiguousarray(flat[:, 1]),
+        flat[:, 2].astype(np.int8),
+    )
