@@ -56,7 +56,7 @@ def assert_same(tok, hf, texts):
 
 def test_table_and_rules_match_reference(vocabulary):
     name, tok, _, path = vocabulary
-    native = tok._native.char_starts()
+    native = tok.core.native.char_starts()
     assert native is not None, f"char starts are off for {name}"
     expected = start_chars(path)
     assert len(expected) > 5000
@@ -149,7 +149,7 @@ def test_starts_shorten_pieces(vocabulary):
     spell = spellings(path)
     enc = {b: ch for ch, b in byte_decoder().items()}
     piece = "中文字的".encode()
-    start = tok._native.char_starts(piece)
+    start = tok.core.native.char_starts(piece)
     assert start == [hf.token_to_id("".join(enc[b] for b in c.encode())) for c in "中文字的"]
     assert len(start) == 4 < len(piece)
     dec = byte_decoder()
@@ -157,7 +157,7 @@ def test_starts_shorten_pieces(vocabulary):
     for doc in corpora.multilingual_documents()[:80]:
         for mapped, _ in hf.pre_tokenizer.pre_tokenize_str(hf.normalizer.normalize_str(doc)):
             b = bytes(dec[ch] for ch in mapped)
-            start = tok._native.char_starts(b)
+            start = tok.core.native.char_starts(b)
             assert b"".join(spell[i] for i in start) == b
             total_bytes += len(b)
             total_symbols += len(start)

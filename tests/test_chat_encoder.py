@@ -190,12 +190,23 @@ class _HeldNative:
         return self._inner.encode_bounds(*args)
 
 
+class _HeldCore:
+    """A TokenizerCore whose native core is held (see _HeldNative)."""
+
+    def __init__(self, core):
+        self._core = core
+        self.native = _HeldNative(core.native)
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+
 class _HeldTokenizer:
     """A Tokenizer whose native core is held (see _HeldNative)."""
 
     def __init__(self, tok):
         self._tok = tok
-        self._native = _HeldNative(tok._native)
+        self.core = _HeldCore(tok.core)
 
     def __getattr__(self, name):
         return getattr(self._tok, name)
@@ -217,14 +228,14 @@ def test_two_threads_on_one_encoder_get_an_error(tok):
     busy = threading.Thread(target=run)
     busy.start()
     try:
-        assert held._native.entered.wait(120), "the first call never reached native code"
+        assert held.core.native.entered.wait(120), "the first call never reached native code"
         # the first thread is inside the native call, holding the encoder
         with pytest.raises(RuntimeError, match="one ChatEncoder per conversation"):
             enc.encode(second)
         with pytest.raises(RuntimeError, match="one ChatEncoder per conversation"):
             enc.reset()
     finally:
-        held._native.release.set()
+        held.core.native.release.set()
         busy.join()
     assert not errors, errors
     assert np.array_equal(results[0], tok.encode_chat(first))

@@ -309,7 +309,7 @@ def _pieces(tok):
              "<think>", "</tool_call>", "é", "日本", "😀", "\ufffd", "<function=f>", "<parameter=a>",
              "</parameter>", "</function>", "<"]
     ids = sorted({i for t in texts for i in tok.encode(t)} | set(tok.atoms.values()))
-    spelled = tok._id_tables().text
+    spelled = tok.core.id_tables().text
     partial = [i for i in range(tok.vocab_size - len(tok.atoms)) if spelled[i][:1] >= b"\x80"][:400:7]
     return ids + partial
 
@@ -477,7 +477,7 @@ def test_ids_missing_from_a_vocabulary():
     """A vocabulary whose ids have a hole (Tokenizer.from_file accepts any added-token
     ids): the hole is not an id, for the parser and for decode_stream."""
     tok = qwen4exp.Tokenizer()  # its own tables: the session's stay whole
-    tables = tok._id_tables()
+    tables = tok.core.id_tables()
     hole = tok.encode("x")[0]
     tables.parse[hole] = tables.text[hole] = None
     tables.has_gaps = True

@@ -27,7 +27,7 @@ def _interleaved(tok, name):
             break
     ids = ids[:IDS_PER_CORPUS]
     atoms = sorted(tok.atoms.values())
-    spelled = tok._id_tables().text
+    spelled = tok.core.id_tables().text
     split = [k for k in range(1, len(ids)) if 0x80 <= spelled[ids[k]][0] <= 0xBF]  # starts mid-character
     for k in sorted(rng.sample(range(len(ids)), 300) + rng.sample(split, min(100, len(split))), reverse=True):
         ids.insert(k, rng.choice(atoms))
@@ -98,7 +98,7 @@ def _expected_step_texts(tok, ids):
 def byte_pieces(tok):
     """Ids whose bytes are pieces of characters (lead bytes, continuations, both), plus atoms."""
     pieces = []
-    spelled = tok._id_tables().text
+    spelled = tok.core.id_tables().text
     for i in range(tok.vocab_size - len(tok.atoms)):
         b = spelled[i]
         if b[:1] >= b"\x80" or b[-1:] >= b"\x80":
@@ -119,7 +119,7 @@ def test_each_step_returns_exactly_what_became_complete(tok, byte_pieces, data):
 
 
 def test_invalid_bytes_are_replaced_at_once(tok):
-    table = tok._id_tables().text
+    table = tok.core.id_tables().text
     by_bytes = {b: i for i, b in enumerate(table) if b is not None and len(b) == 1}
     ds = tok.decode_stream()
     # a surrogate prefix can never complete: CPython's incremental decoder waits, we do not

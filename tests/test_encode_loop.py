@@ -97,7 +97,7 @@ def test_encode_from_a_finalizer_during_encode(tok):
         def __del__(self):
             inner.append(tok.encode("inner text"))
 
-    native_encode = tok._native.encode  # no Python frame between the collector and the list's allocation
+    native_encode = tok.core.native.encode  # no Python frame between the collector and the list's allocation
     old = gc.get_threshold()
     got = []
     try:

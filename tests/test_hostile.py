@@ -262,7 +262,7 @@ else:
 def test_huge_num_threads_is_clamped():
     """num_threads is any positive int; above 1024 it is clamped to 1024 (documented in
     encode_batch): 2**40 neither raises OverflowError nor tries to start 2**40 threads."""
-    from qwen4exp.encode.tokenizer import _THREADS_MAX, _thread_count
+    from qwen4exp.encode.core import _THREADS_MAX, thread_count as _thread_count
 
     tok = fuzz_harness.tokenizer()
     assert _THREADS_MAX == 1024

@@ -410,7 +410,7 @@ def test_processor_defaults_and_config(tok36):
     import qwen4exp
 
     t = qwen4exp.Tokenizer("qwen3.6")
-    t._model_config = {"preprocessor_config.json": qwen2}
+    t.core.model_config = {"preprocessor_config.json": qwen2}
     assert t.count_chat(chat, expand_media=True) == tok36.count_chat(
         chat, expand_media=dict(processor_from_config(qwen2)._asdict()))
     t._media_defaults = MediaProcessor(16, 2, 65536, 65536 * 4)

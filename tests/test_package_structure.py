@@ -192,3 +192,30 @@ def test_no_test_module_imports_another():
             if bad:
                 offenders.setdefault(name, []).extend(bad)
     assert not offenders
+
+
+# -- the layout (docs/ARCHITECTURE.md, "Layout") -------------------------------------
+
+
+def test_the_package_top_has_at_most_16_entries():
+    """The three paths show in the tree: subpackages, not a flat list of modules."""
+    top = sorted(n for n in os.listdir(os.path.join(SRC, PACKAGE))
+                 if n != "__pycache__" and not n.endswith((".so", ".pyd", ".c")) and not n.endswith(".egg-info"))
+    assert len(top) <= 16, top
+
+
+_TOKENIZER_PRIVATES = re.compile(r"(?<![\w.])(?:tok|tokenizer|self\._tok|_tok|self\._tokenizer)\._(?!_)[a-z]\w*")
+
+
+def test_no_module_reaches_into_tokenizer_privates():
+    """Only encode/tokenizer.py touches a Tokenizer's private names; the others go
+    through Tokenizer.core (qwen4exp.encode.core.TokenizerCore), which is typed."""
+    tokenizer = os.path.join(SRC, PACKAGE, "encode", "tokenizer.py")
+    found = []
+    for module, path in MODULES.items():
+        if path == tokenizer or not path.endswith(".py"):
+            continue
+        for i, line in enumerate(open(path, encoding="utf-8"), 1):
+            for m in _TOKENIZER_PRIVATES.finditer(line.split("#")[0]):
+                found.append(f"{module}:{i}: {m.group(0)}")
+    assert not found, found

@@ -63,7 +63,7 @@ def check_cuts(vocab_tok, split, hf_nfc, text: str) -> int:
     parts it makes are NFC; returns the number of cuts."""
     norm = hf_nfc(text)
     data = norm.encode()
-    cuts = np.array(vocab_tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
+    cuts = np.array(vocab_tok.core.native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
     if not len(cuts):
         return 0
     starts = byte_starts(split, norm)
@@ -119,7 +119,7 @@ def check_raw_cuts(vocab_tok, hf_nfc, text: str) -> int:
     from qwen4exp._native import _normalize
 
     data = text.encode()
-    cuts = np.array(vocab_tok._native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
+    cuts = np.array(vocab_tok.core.native.part_bounds(data, len(data)), dtype=np.int64)[1:-1]
     cuts = cuts[_normalize.stable_at(data, cuts)]
     bounds = [0, *cuts.tolist(), len(data)]
     parts = [data[a:b].decode() for a, b in zip(bounds, bounds[1:])]
@@ -164,15 +164,15 @@ def test_parts_are_checked_for_nfc_in_parallel(vocab_tok, vocab_hf):
     docs = list(corpora.DOCUMENTS["multilingual"]())
     text = "".join(docs[:40])
     assert len(text.encode()) > 8 * 2048
-    before = vocab_tok._native.parts_redone
+    before = vocab_tok.core.native.parts_redone
     assert vocab_tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
-    assert vocab_tok._native.parts_redone == before
+    assert vocab_tok.core.native.parts_redone == before
     late = len(text) * 7 // 8
     for changed in (text[:late] + "e\u0301" + text[late:],            # a part NFC changes
                     unicodedata.normalize("NFD", text),
                     ("word\u2000" * 4000)):                            # cuts before U+2000 (NFC: U+2002)
         assert vocab_tok.encode(changed) == vocab_hf.encode(changed, add_special_tokens=False).ids
-        assert vocab_tok._native.parts_redone == before + 1
+        assert vocab_tok.core.native.parts_redone == before + 1
         before += 1
 
 
@@ -273,10 +273,10 @@ def test_encode_threads_option(vocab_hf, vocab):
     import qwen4exp
 
     one = qwen4exp.Tokenizer(vocab, encode_threads=1)
-    assert one._native.encode_threads == 1
+    assert one.core.native.encode_threads == 1
     three = pickle.loads(pickle.dumps(qwen4exp.Tokenizer(vocab, encode_threads=3)))
-    assert three._native.encode_threads == 3
-    assert qwen4exp.Tokenizer(vocab)._native.encode_threads == len(os.sched_getaffinity(0))
+    assert three.core.native.encode_threads == 3
+    assert qwen4exp.Tokenizer(vocab).core.native.encode_threads == len(os.sched_getaffinity(0))
     docs = [d for d in corpora.DOCUMENTS["multilingual"]() if len(d.encode()) >= 2048][:30]
     ref = [e.ids for e in vocab_hf.encode_batch(docs, add_special_tokens=False)]
     assert [one.encode(d) for d in docs] == ref

@@ -14,7 +14,7 @@ import corpora
 import qwen4exp
 from qwen4exp import Qwen4ExpError
 from qwen4exp.vocab.loading import arrays_sha256 as _arrays_sha256
-from qwen4exp.encode.tokenizer import _tokenizer_by_checksum
+from qwen4exp.encode.core import tokenizer_by_checksum as _tokenizer_by_checksum
 
 from conftest import TOKENIZER_JSON, run_isolated
 
@@ -31,7 +31,7 @@ def _encode_in_worker(text):
 
 
 def _encode_with(tok, text):
-    return tok.encode(text), tok._vocab_name
+    return tok.encode(text), tok.core.vocab_name
 
 
 @pytest.fixture(scope="module")
@@ -58,20 +58,20 @@ def test_bundled_pickles_by_name(tok, texts):
     assert len(data) < 200  # the name and the cache size, not the vocabulary
     assert b"qwen3" in data
     back = pickle.loads(data)
-    assert back._vocab_name == "qwen3" and back._compiled is None  # no arrays kept for a named one
+    assert back.core.vocab_name == "qwen3" and back.core._compiled is None  # no arrays kept for a named one
     assert back.encode_batch(texts, num_threads=1) == tok.encode_batch(texts, num_threads=1)
     small = pickle.loads(pickle.dumps(qwen4exp.Tokenizer(cache_size=0)))
-    assert small._cache_size == 0 and small.encode(texts[0]) == tok.encode(texts[0])
+    assert small.core.cache_size == 0 and small.encode(texts[0]) == tok.encode(texts[0])
 
 
 def test_from_file_pickles_by_checksum_and_loads_without_the_file(tmp_path, monkeypatch, tok, file_tok, texts):
     """A process that never saw the tokenizer.json (file gone, empty cache)
     rebuilds the tokenizer from the pickle's compiled arrays."""
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
-    assert file_tok._vocab_name is None
+    assert file_tok.core.vocab_name is None
     data = pickle.dumps(file_tok)
     back = pickle.loads(data)
-    assert back._vocab_name is None
+    assert back.core.vocab_name is None
     assert back.encode_batch(texts, num_threads=1) == tok.encode_batch(texts, num_threads=1)
     assert dict(back.atoms) == dict(tok.atoms)
     assert pickle.dumps(back) == data  # the same checksum and arrays again
@@ -81,13 +81,13 @@ def test_from_file_pickles_by_checksum_and_loads_without_the_file(tmp_path, monk
 def test_damaged_pickle_is_refused(file_tok):
     """Damage the consistency checks cannot see (a flag, the source's checksum)
     is caught by the arrays' SHA-256; damage that breaks the arrays by the checks."""
-    rebuild, (sha, arrays, cache_size, encode_threads, _binding) = file_tok.__reduce__()
+    rebuild, (cls, sha, arrays, cache_size, encode_threads, _binding) = file_tok.__reduce__()
     for key, damage in (("source_sha256", 0), ("marks", 0), ("merges", 0), ("token_bytes", 5000)):
         damaged = dict(arrays)
         damaged[key] = arrays[key].copy()
         damaged[key].flat[damage] ^= 1
         with pytest.raises(Qwen4ExpError, match="SHA-256" if key in ("source_sha256", "marks") else "merge"):
-            rebuild(sha, damaged, cache_size, encode_threads)
+            rebuild(cls, sha, damaged, cache_size, encode_threads)
 
 
 @pytest.mark.parametrize("source", ["bundled", "from_file"])
@@ -116,7 +116,7 @@ def test_every_bundled_vocabulary_pickles_by_name(name, texts):
     data = pickle.dumps(tok)
     assert len(data) < 200
     back = pickle.loads(data)
-    assert back._vocab_name == tok._vocab_name
+    assert back.core.vocab_name == tok.core.vocab_name
     assert back.atoms == tok.atoms
     assert back.encode_batch(texts, num_threads=1) == tok.encode_batch(texts, num_threads=1)
 
@@ -133,7 +133,7 @@ def test_every_bundled_vocabulary_pickles_by_name(name, texts):
 
 
 class _Forged:
-    """Pickles as a from_file Tokenizer does: _tokenizer_by_checksum(sha, arrays, ...)."""
+    """Pickles as a from_file Tokenizer does: tokenizer_by_checksum(Tokenizer, sha, arrays, ...)."""
 
     def __init__(self, arrays, sha=None, cache_size=64, encode_threads=1):
         if sha is None:
@@ -141,7 +141,7 @@ class _Forged:
                 sha = _arrays_sha256(arrays)
             except Exception:  # noqa: BLE001 - arrays no checksum can be computed for
                 sha = "0" * 64
-        self.args = (sha, arrays, cache_size, encode_threads)
+        self.args = (qwen4exp.Tokenizer, sha, arrays, cache_size, encode_threads)
 
     def __reduce__(self):
         return (_tokenizer_by_checksum, self.args)

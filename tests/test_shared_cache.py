@@ -39,22 +39,22 @@ def test_merged_pieces_reach_the_shared_cache_and_are_used(vocab, vocab_hf):
     text = " ".join(novel_words(3000, 1))
     first = tok.encode(text)
     assert first == vocab_hf.encode(text, add_special_tokens=False).ids
-    published, room = tok._native.shared_cache_published()
+    published, room = tok.core.native.shared_cache_published()
     assert 0 < published <= room
     tok.flush_cache()
     assert tok.encode(text) == first
-    assert tok._native.shared_cache_published()[0] == published
+    assert tok.core.native.shared_cache_published()[0] == published
 
 
 def test_publishing_stops_at_its_bound(vocab_hf, vocab):
     """More new words than the shared cache has room for: additions stop at the room
     (the shared cache stays at most half full) and every id stays exact."""
     tok = qwen4exp.Tokenizer(vocab)
-    room = tok._native.shared_cache_published()[1]
+    room = tok.core.native.shared_cache_published()[1]
     words = novel_words(room + 20000, 2)
     text = " ".join(words)
     got = tok.encode(text)
-    assert tok._native.shared_cache_published() == (room, room)
+    assert tok.core.native.shared_cache_published() == (room, room)
     sample = " ".join(words[-3000:])  # words seen after the shared cache was full
     assert tok.encode(sample) == vocab_hf.encode(sample, add_special_tokens=False).ids
     head = " ".join(words[:2000])
@@ -118,6 +118,6 @@ def test_small_or_no_caches(cache_size, vocab, vocab_hf):
     tok = qwen4exp.Tokenizer(vocab, cache_size=cache_size)
     text = " ".join(novel_words(2000, 3))
     assert tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids
-    published = tok._native.shared_cache_published()[0]
+    published = tok.core.native.shared_cache_published()[0]
     assert (published == 0) if cache_size == 0 else (published > 0)
     assert tok.encode(text) == vocab_hf.encode(text, add_special_tokens=False).ids

@@ -25,9 +25,9 @@ RANKS = os.path.join(VOCAB_DIR, "qwen3.6", "qwen3_6.tiktoken")
 
 def test_names_and_aliases(tok, tok36):
     assert qwen4exp.vocabularies() == ("qwen3", "qwen3.6")
-    assert qwen4exp.Tokenizer()._vocab_name == "qwen3" and tok36._vocab_name == "qwen3.6"
+    assert qwen4exp.Tokenizer().vocabulary == "qwen3" and tok36.core.vocab_name == "qwen3.6"
     alias = qwen4exp.Tokenizer("qwen3.5")
-    assert alias._vocab_name == "qwen3.6"
+    assert alias.core.vocab_name == "qwen3.6"
     text = "Qwen3.5 and 3.6 share one vocabulary: हिन्दी, 中文, émigré"
     assert alias.encode(text) == tok36.encode(text) != tok.encode(text)
     assert tok36.vocab_size == 248_077 and len(tok36.atoms) == 33
@@ -64,7 +64,7 @@ def test_build_equals_converter(converted36, hf_full36, tok36):
     writes (compiled by from_file): same tokens, the same 500,709 merges in the
     same order, the same added tokens; and the merge table fits the native
     limits (ids and ranks < 2**20)."""
-    converted = converted36._compiled
+    converted = converted36.core._compiled
     built = vc.compile_bundled("qwen3.6", VOCAB_DIR)
     for key in converted:
         if key != "source_sha256":
@@ -76,7 +76,7 @@ def test_build_equals_converter(converted36, hf_full36, tok36):
 
 def test_from_file_loads_the_converted_json(converted36, hf_plain36, tok36):
     loaded = converted36
-    assert loaded._vocab_name is None
+    assert loaded.core.vocab_name is None
     texts = ["from_file: हिन्दी नमस्ते", "e\u0301t\u00e9 <|im_end|>", "  def f(x):\n\treturn x**2\n"]
     want = [e.ids for e in hf_plain36.encode_batch(texts, add_special_tokens=False)]
     assert loaded.encode_batch(texts) == want == tok36.encode_batch(texts)

@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import NDArray
 from typing_extensions import Self
 
-from .shapes import OpenAIDelta, ParsedCompletion
+from qwen4exp.shapes import OpenAIDelta, ParsedCompletion
 
 #: What each structural atom does to the parser: action name -> code.
 ATOM_ACTIONS: dict[str, int]

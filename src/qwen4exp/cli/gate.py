@@ -56,7 +56,7 @@ def cmd_gate(args) -> int:
             except Qwen4ExpError as exc:
                 print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
                 return EXIT_USAGE
-            report = run_gate(tok, subject=f"bundled vocabulary {tok._vocab_name}", formats=formats)
+            report = run_gate(tok, subject=f"bundled vocabulary {tok.vocabulary}", formats=formats)
     except GateInputError as exc:
         print(f"qwen4exp gate: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

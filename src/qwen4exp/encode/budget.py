@@ -33,6 +33,8 @@ from qwen4exp.render import media as _media
 from qwen4exp.errors import BudgetError, fault_error
 from qwen4exp.render.segments import RenderedChat
 
+from qwen4exp.encode.core import HasCore
+
 __all__ = ["FittedChat", "fit_chat"]
 
 _HEAD_ROLES = ("system",)  # a leading message that is never dropped
@@ -69,11 +71,12 @@ def _turn_starts(messages: list) -> tuple[int, list[int]]:
 class _Full:
     """The whole conversation's stream, ids and ids so far at each boundary."""
 
-    def __init__(self, tok, chat: RenderedChat, media) -> None:
-        ids, tok_ends, fault = tok._native.encode_bounds(chat.data, chat.boundaries, chat.first_is_control, 0, True)
+    def __init__(self, tok: HasCore, chat: RenderedChat, media) -> None:
+        ids, tok_ends, fault = tok.core.native.encode_bounds(chat.data, chat.boundaries, chat.first_is_control, 0, True)
         if fault is not None:
             raise fault_error(fault, chat.data, chat.boundaries, chat.boundaries[1:])
-        self.ends = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]
+        assert ids is not None and tok_ends is not None  # no fault: both are there
+        self.ends: np.ndarray = np.concatenate(([0], tok_ends))  # ids before segment j: ends[j]
         reps = None if media is None else _media.repeats(tok, chat, ids, media, "fit_chat()")
         if reps is not None:  # each pad id written once per merged patch; the ends move with them
             ids = np.repeat(ids, reps)

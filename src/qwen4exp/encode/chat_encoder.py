@@ -23,6 +23,8 @@ from qwen4exp.encode.masks import EncodedChat, chat_masks
 from qwen4exp.errors import fault_error
 from qwen4exp.render.segments import RenderedChat
 
+from qwen4exp.encode.core import HasCore
+
 __all__ = ["ChatEncoder"]
 
 
@@ -40,7 +42,7 @@ class ChatEncoder:
 
     __slots__ = ("_tok", "_lock", "_prev", "_reused")
 
-    def __init__(self, tokenizer: Any) -> None:  # a Tokenizer (no import: tokenizer imports this)
+    def __init__(self, tokenizer: HasCore) -> None:
         self._tok = tokenizer
         self._lock = threading.Lock()
         # (data, bounds, first_control, ids, tok_ends) of the last good call
@@ -79,7 +81,7 @@ class ChatEncoder:
         `expand_media` (as encode_chat). The kept state is the unexpanded ids."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"ChatEncoder.encode() takes a RenderedChat, not {type(chat).__name__}")
-        self._tok._check_chat(chat, "ChatEncoder.encode()")
+        self._tok.core.check_chat(chat, "ChatEncoder.encode()")
         proc = _media.processor_of(self._tok, expand_media, "ChatEncoder.encode()")
         self._acquire()
         try:
@@ -93,7 +95,7 @@ class ChatEncoder:
         finally:
             self._lock.release()
         if return_masks:
-            return _media.apply(chat_masks(chat, ids.copy(), tok_ends, self._tok._token_lengths()), reps)
+            return _media.apply(chat_masks(chat, ids.copy(), tok_ends, self._tok.core.token_lengths()), reps)
         if reps is not None:
             return _media.apply(ids, reps)  # a new array
         return ids.copy()  # the kept ids must not change under the caller's hands
@@ -122,7 +124,7 @@ class ChatEncoder:
         """(ids, ids' end per segment) of the whole stream, tokenizing only
         segments first..; raises (and changes nothing) as encode_chat does."""
         tok = self._tok
-        tail, tail_ends, fault = tok._native.encode_bounds(data, bounds, first_control, first, True)
+        tail, tail_ends, fault = tok.core.native.encode_bounds(data, bounds, first_control, first, True)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
         if first == 0:

@@ -7,7 +7,6 @@ TRUSTED_CONTROL only resolves exact atoms.
 
 from __future__ import annotations
 
-import operator
 import os
 import types
 from itertools import chain
@@ -16,28 +15,16 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
-from qwen4exp.vocab import compile as _vocab_compile
 from qwen4exp.render import media as _media
 from qwen4exp.render.chat import render_chat as _render_chat
-from qwen4exp.formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
 from qwen4exp.vocab.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
-from qwen4exp._native._encoder import NativeTokenizer
-from qwen4exp._native._faults import InitFault
-from qwen4exp.vocab.loading import arrays_sha256, bundled_arrays, compiled_file
+from qwen4exp.vocab.loading import bundled_arrays, compiled_file
+from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, TokenizerCore, thread_count as _thread_count
 from qwen4exp.encode.token_buffer import TokenBuffer
 from qwen4exp.parse.completion import CompletionParser, parse_all
-from qwen4exp.parse.decode_stream import DecodeStream, IdTables
+from qwen4exp.parse.decode_stream import DecodeStream
 from qwen4exp.encode.masks import EncodedChat, chat_masks
-from qwen4exp.errors import (
-    ChatFormatError,
-    Qwen4ExpError,
-    SegmentError,
-    VocabularyError,
-    fault_error,
-    id_error,
-    init_error,
-    surrogate_error,
-)
+from qwen4exp.errors import SegmentError, VocabularyError, fault_error, id_error, surrogate_error
 from qwen4exp.render.segments import Kind, RenderedChat, Segment
 from qwen4exp.shapes import MessageLike, ParsedCompletion, ToolLike
 
@@ -48,9 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _INT64_MAX = 2**63 - 1
-_CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
-CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
-_THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
 
 def vocabularies() -> tuple[str, ...]:
     """Names of the bundled vocabularies, for `Tokenizer(name)` (aliases not listed)."""
@@ -80,12 +64,8 @@ class Tokenizer:
     every `encode()` on the calling thread.
     """
 
-    # set by _init_arrays (and the constructors before it)
-    _vocab_name: str | None
-    _id_tables_cache: IdTables | None
-    _spelling_cache: tuple[list[str | None], dict[str, int]] | None
-    _compiled: Mapping[str, np.ndarray] | None
-    _compiled_sha256: str | None
+    #: What the library's other modules use (qwen4exp.encode.core); not public API.
+    core: TokenizerCore
 
     def __init__(self, name: str = DEFAULT_VOCABULARY, *, cache_size: int = CACHE_SIZE_DEFAULT,
                  encode_threads: int | None = None) -> None:
@@ -96,8 +76,7 @@ class Tokenizer:
                 f"(aliases: {', '.join(f'{a} = {b}' for a, b in ALIASES.items())}); "
                 "use Tokenizer.from_file for a tokenizer.json, Tokenizer.from_pretrained for a model folder"
             )
-        self._vocab_name = vocab.name
-        self._init_arrays(bundled_arrays(vocab), cache_size, encode_threads)
+        self.core = TokenizerCore(bundled_arrays(vocab), cache_size, encode_threads, vocab.name)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, *, chat_format: str | None = None,
@@ -126,88 +105,12 @@ class Tokenizer:
         when it is not a regular file (a FIFO, a device) or not a valid
         Qwen-family tokenizer.json.
         """
-        self = cls.__new__(cls)
-        self._vocab_name = None
-        self._init_arrays(compiled_file(path), cache_size, encode_threads)
-        return self
-
-    def _init_arrays(
-        self, arrays: Mapping[str, np.ndarray], cache_size: int, encode_threads: int | None = None
-    ) -> None:
-        if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)) or not (
-            0 <= cache_size <= _CACHE_MAX
-        ):
-            raise ValueError(
-                f"cache_size must be an int from 0 (no cache) to {_CACHE_MAX:,} words, not {cache_size!r}"
-            )
-        cache_size = operator.index(cache_size)
-        threads = _thread_count(encode_threads, "encode_threads")
-        try:
-            self._native = NativeTokenizer(
-                arrays["token_bytes"],
-                arrays["token_offsets"],
-                arrays["merges"],
-                arrays["atom_bytes"],
-                arrays["atom_offsets"],
-                arrays["atom_ids"],
-                cache_size=cache_size,
-                marks=bool(arrays["marks"][0]),
-                ignore_merges=bool(arrays["ignore_merges"][0]),
-                self_encoding=arrays.get("self_encoding"),
-                encode_threads=threads,
-            )
-        except InitFault as fault:
-            raise init_error(*fault.args) from None
-        blob = arrays["atom_bytes"].tobytes()
-        offs = arrays["atom_offsets"]
-        self._atoms = types.MappingProxyType(
-            {
-                blob[offs[i] : offs[i + 1]].decode("utf-8"): int(a)
-                for i, a in enumerate(arrays["atom_ids"])
-            }
-        )
-        self._n_vocab = int(len(arrays["token_offsets"]) - 1)
-        special = arrays["atom_special"].astype(bool).tolist()
-        self._special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
-        self._id_source = (arrays["token_bytes"], arrays["token_offsets"])
-        self._id_tables_cache = None
-        self._spelling_cache = None
-        self._cache_size = cache_size
-        self._encode_threads = encode_threads
-        # A from_file vocabulary (no name) keeps its compiled arrays (about 4 MB):
-        # it pickles with them (see __reduce__); a bundled one pickles by name.
-        self._compiled = arrays if getattr(self, "_vocab_name", "") is None else None
-        self._compiled_sha256 = None
-        # The chat formats it renders are its vocabulary's; a from_file vocabulary
-        # counts as the bundled one with the same split pattern (same family).
-        marks = bool(arrays["marks"][0])
-        self._family = getattr(self, "_vocab_name", None) or next(
-            v.name for v in VOCABULARIES.values() if v.marks == marks)
-        self._format = default_format(self._family)
-        self._render_defaults: dict = {}
-        self._model_config: dict = {}  # a model folder's other files (preprocessor_config.json, ...)
-
-    # -- pickling ------------------------------------------------------------
+        return TokenizerCore(compiled_file(path), cache_size, encode_threads, None).tokenizer(cls)
 
     def __reduce__(self):
-        """Pickle by name (a bundled vocabulary) or by checksum (a from_file one).
-
-        A from_file tokenizer carries its compiled arrays and their SHA-256, so
-        a process that never saw the tokenizer.json (a Ray worker on another
-        node, a spawned pool worker) rebuilds it; the arrays are verified
-        against the checksum before use.
-        """
-        name = getattr(self, "_vocab_name", None)
-        binding = (self._format.name, dict(self._render_defaults), dict(self._model_config))
-        if name is not None:
-            return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
-        assert self._compiled is not None  # a from_file vocabulary keeps its arrays
-        if self._compiled_sha256 is None:
-            self._compiled_sha256 = arrays_sha256(self._compiled)
-        return (
-            _tokenizer_by_checksum,
-            (self._compiled_sha256, dict(self._compiled), self._cache_size, self._encode_threads, binding),
-        )
+        """Pickle by name (a bundled vocabulary) or by checksum (a from_file one:
+        the compiled arrays travel, verified before use; qwen4exp.encode.core)."""
+        return self.core.reduce(type(self))
 
     # -- the chat format -------------------------------------------------------
 
@@ -216,79 +119,44 @@ class Tokenizer:
         """The chat format this tokenizer renders by default: its vocabulary's
         (formats.default_format of the vocabulary) or, from
         `from_pretrained`, the model folder's."""
-        return self._format.name
+        return self.core.format.name
 
     @property
     def vocabulary(self) -> str | None:
         """The bundled vocabulary's name, or None for a from_file vocabulary."""
-        return self._vocab_name
+        return self.core.vocab_name
 
     @property
     def render_defaults(self) -> Mapping[str, object]:
         """Render options the model folder's template implies (e.g. the Qwen3.5
         small models' enable_thinking=False); {} for a bundled vocabulary."""
-        return types.MappingProxyType(self._render_defaults)
-
-    def _bind(self, fmt: ChatFormat, defaults: Mapping[str, object], model_config: Mapping[str, object]) -> None:
-        self._format = self._chat_format_of(fmt, "chat_format")
-        self._render_defaults = dict(defaults)
-        self._model_config = dict(model_config)
-
-    def _chat_format_of(self, name, where: str) -> ChatFormat:
-        """The format `name` (None: this tokenizer's), refused unless it belongs
-        to this tokenizer's vocabulary: a chat rendered for another vocabulary's
-        models would get ids no model was trained on."""
-        if name is None:
-            return self._format
-        fmt = _format_named(name)
-        if fmt.vocabulary != self._family:
-            raise ChatFormatError(
-                f"{where}: the {fmt.name} chat format is for the {fmt.vocabulary} vocabulary, and this "
-                f"tokenizer is {self._describe()}; use Tokenizer({fmt.vocabulary!r}) (or "
-                f"Tokenizer.from_pretrained of the model folder) for {fmt.name}, or one of "
-                f"{', '.join(self.chat_formats())} here"
-            )
-        return fmt
-
-    def _describe(self) -> str:
-        if self._vocab_name is not None:
-            return f"the {self._vocab_name} vocabulary"
-        return f"a tokenizer.json of the {self._family} family"
+        return types.MappingProxyType(self.core.render_defaults)
 
     def chat_formats(self) -> tuple[str, ...]:
         """The chat formats this tokenizer renders and encodes (its vocabulary's)."""
-        return formats_of_vocabulary(self._family)
+        return self.core.chat_formats()
 
     def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
         """qwen4exp.render_chat in this tokenizer's chat format, with the model
         folder's defaults for options left out (`chat_format=` must be a
         format of this vocabulary)."""
-        fmt = self._chat_format_of(options.pop("chat_format", None), "render_chat()")
-        for key, value in self._render_defaults.items():
+        fmt = self.core.chat_format_of(options.pop("chat_format", None), "render_chat()")
+        for key, value in self.core.render_defaults.items():
             if options.get(key) is None:
                 options[key] = value
         return _render_chat(messages, chat_format=fmt.name, **options)
-
-    def _id_tables(self) -> IdTables:
-        """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
-        tables = self._id_tables_cache
-        if tables is None:
-            blob, offsets = self._id_source
-            tables = IdTables(blob.tobytes(), offsets, dict(self._atoms), self._special_ids)
-            self._id_tables_cache = tables
-        return tables
 
     # -- plain text --------------------------------------------------------
 
     @property
     def atoms(self) -> Mapping[str, int]:
         """The special-atom table: spelling -> id (read-only)."""
-        return self._atoms
+        return self.core.atoms
 
     @property
     def vocab_size(self) -> int:
         """Number of ids: BPE tokens plus atoms (the largest id + 1)."""
-        return max([self._n_vocab, *(i + 1 for i in self._atoms.values())])
+        return self.core.vocab_size
 
     def token_to_id(self, token: str) -> int | None:
         """The id of a token spelled as in HF `tokenizers`: byte-level for BPE
@@ -296,35 +164,19 @@ class Tokenizer:
         None when the vocabulary has no such token."""
         if not isinstance(token, str):
             raise TypeError(f"token_to_id() takes a str, not {type(token).__name__}")
-        return self._spellings()[1].get(token)
+        return self.core.spellings()[1].get(token)
 
     def id_to_token(self, id: int) -> str | None:
         """The spelling of an id as in HF `tokenizers` (see token_to_id); None
         for an id outside the vocabulary."""
         if isinstance(id, (bool, np.bool_)) or not isinstance(id, (int, np.integer)):
             raise TypeError(f"id_to_token() takes an int, not {type(id).__name__}")
-        spellings = self._spellings()[0]
+        spellings = self.core.spellings()[0]
         return spellings[id] if 0 <= id < len(spellings) else None
 
-    def _spellings(self) -> tuple[list, dict]:
-        """(spelling by id, id by spelling), built on first use (about 0.1 s)."""
-        tables = self._spelling_cache
-        if tables is None:
-            blob, offsets = self._id_source
-            stand_ins = {b: c for c, b in _vocab_compile.byte_level_alphabet().items()}
-            # Latin-1 maps each byte to the code point of its value; translate to the stand-ins.
-            text = blob.tobytes().decode("latin-1").translate(stand_ins)
-            ends = offsets.tolist()
-            by_id: list[str | None] = [text[a:b] for a, b in zip(ends, ends[1:])]
-            by_id += [None] * (self.vocab_size - len(by_id))
-            for spelling, i in self._atoms.items():
-                by_id[i] = spelling
-            by_spelling = {t: i for i, t in enumerate(by_id) if t is not None}
-            tables = self._spelling_cache = (by_id, by_spelling)
-        return tables
-
     def __repr__(self) -> str:
-        return f"Tokenizer({self._n_vocab} BPE tokens, {len(self._atoms)} atoms, vocab_size={self.vocab_size})"
+        core = self.core
+        return f"Tokenizer({core.n_vocab} BPE tokens, {len(core.atoms)} atoms, vocab_size={self.vocab_size})"
 
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, all of it DATA: an atom spelling in it is BPE-encoded.
@@ -334,7 +186,7 @@ class Tokenizer:
         """
         text = _exact_str(text, "encode()")
         try:
-            return self._native.encode(text)
+            return self.core.native.encode(text)
         except UnicodeEncodeError:
             raise surrogate_error(text, "encode()") from None
 
@@ -342,7 +194,7 @@ class Tokenizer:
         """len(encode(text)), without building the list."""
         text = _exact_str(text, "count()")
         try:
-            return self._native.count(text)
+            return self.core.native.count(text)
         except UnicodeEncodeError:
             raise surrogate_error(text, "count()") from None
 
@@ -355,7 +207,7 @@ class Tokenizer:
         texts = [_exact_str(t, f"encode_batch(): texts[{i}]") for i, t in enumerate(texts)]
         threads = _thread_count(num_threads)
         try:
-            return self._native.encode_batch(texts, threads)
+            return self.core.native.encode_batch(texts, threads)
         except UnicodeEncodeError:
             for i, t in enumerate(texts):
                 try:
@@ -375,17 +227,18 @@ class Tokenizer:
         TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
         from qwen4exp.encode.arrow import encode_arrow
 
-        return encode_arrow(self._native, strings, _thread_count(num_threads))
+        return encode_arrow(self.core.native, strings, _thread_count(num_threads))
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """The bytes the ids spell (atoms spell themselves; with `skip_special`,
         the special ones, such as the IM_END marker, spell nothing, as in HF)."""
-        arr = _ids_array(ids, self._n_vocab)
-        if skip_special and self._special_ids and arr.size:
-            arr = arr[~np.isin(arr, np.fromiter(self._special_ids, dtype=np.int32))]
-        data, bad = self._native.decode_bytes(arr)
+        core = self.core
+        arr = _ids_array(ids, core.n_vocab)
+        if skip_special and core.special_ids and arr.size:
+            arr = arr[~np.isin(arr, np.fromiter(core.special_ids, dtype=np.int32))]
+        data, bad = self.core.native.decode_bytes(arr)
         if data is None:
-            raise id_error(int(arr[bad]), bad, "decode()", self._n_vocab)
+            raise id_error(int(arr[bad]), bad, "decode()", core.n_vocab)
         return data
 
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
@@ -396,7 +249,7 @@ class Tokenizer:
 
     def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
         """A streaming decoder: `step(id)` returns the text completed by that id."""
-        tables = self._id_tables()
+        tables = self.core.id_tables()
         return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
 
     def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
@@ -421,7 +274,7 @@ class Tokenizer:
     def flush_cache(self) -> None:
         """Forget the words the caches learned: each goes back to the token
         spellings it started from (they are bounded; this only drops their contents)."""
-        self._native.flush_cache()
+        self.core.native.flush_cache()
 
     # -- segments ------------------------------------------------------------
 
@@ -450,7 +303,7 @@ class Tokenizer:
         """
         proc = _media.processor_of(self, expand_media, "encode_chat()")
         ids, tok_ends = self._chat_ids(chat, "encode_chat()", return_masks)
-        result = chat_masks(chat, ids, tok_ends, self._token_lengths()) if return_masks else ids
+        result = chat_masks(chat, ids, tok_ends, self.core.token_lengths()) if return_masks else ids
         return _media.expand(self, chat, result, proc, "encode_chat()")
 
     def count_chat(self, chat: RenderedChat, *, expand_media: Any = False) -> int:
@@ -463,19 +316,12 @@ class Tokenizer:
         """(ids, ids so far after each segment or None) of a RenderedChat."""
         if not isinstance(chat, RenderedChat):
             raise TypeError(f"{where} takes a RenderedChat, not {type(chat).__name__}")
-        self._check_chat(chat, where)
+        self.core.check_chat(chat, where)
         data, bounds = chat.data, chat.boundaries
-        ids, tok_ends, fault = self._native.encode_bounds(data, bounds, chat.first_is_control, 0, with_ends)
+        ids, tok_ends, fault = self.core.native.encode_bounds(data, bounds, chat.first_is_control, 0, with_ends)
         if fault is not None:
             raise fault_error(fault, data, bounds, bounds[1:])
         return ids, tok_ends
-
-    def _check_chat(self, chat: RenderedChat, where: str) -> None:
-        """Refuse a chat rendered in a format of another vocabulary (a caller-built
-        stream, with no format, is the caller's to vouch for)."""
-        name = chat.chat_format
-        if name is not None and (name != self._format.name or self._format.vocabulary != self._family):
-            self._chat_format_of(name, where)  # a dict look-up; raises for another vocabulary
 
     def fit_chat(
         self,
@@ -510,13 +356,6 @@ class Tokenizer:
 
         return ChatEncoder(self)
 
-    def _token_lengths(self) -> np.ndarray:
-        """Byte length of each id's spelling (int32, by id), built once."""
-        lengths = getattr(self, "_lengths", None)
-        if lengths is None:
-            lengths = self._lengths = self._native.token_lengths()
-        return lengths
-
     def encode_segments_into(self, data: bytes, segments: Iterable[Segment], out: TokenBuffer) -> None:
         """Append the stream's ids to `out`; on any error `out` is exactly as before."""
         if not isinstance(out, TokenBuffer):
@@ -550,19 +389,19 @@ class Tokenizer:
         for i, chat in enumerate(chats):
             if not isinstance(chat, RenderedChat):
                 raise TypeError(f"encode_chats(): chats[{i}] is {type(chat).__name__}, not RenderedChat")
-            self._check_chat(chat, f"encode_chats(): chats[{i}]")
+            self.core.check_chat(chat, f"encode_chats(): chats[{i}]")
             arrays: tuple[np.ndarray, ...] = _chat_arrays(chat)
             if return_masks:
                 arrays += (np.empty(len(arrays[0]), dtype=np.int64),)
             items.append((chat.data, *arrays))
-        results: list[Any] = self._native.encode_streams(items, _thread_count(num_threads))
+        results: list[Any] = self.core.native.encode_streams(items, _thread_count(num_threads))
         for i, r in enumerate(results):
             if isinstance(r, tuple):
                 data, starts, ends = items[i][:3]
                 exc = fault_error(r, data, starts, ends)
                 raise type(exc)(f"chats[{i}]: {exc}")
         if return_masks:
-            lengths = self._token_lengths()
+            lengths = self.core.token_lengths()
             results = [chat_masks(chat, ids, item[4], lengths) for chat, ids, item in zip(chats, results, items)]
         if proc is not None:  # all or nothing: every chat's media counted before one is returned
             results = [_media.expand(self, chat, r, proc, f"encode_chats(): chats[{i}]")
@@ -575,48 +414,10 @@ class Tokenizer:
         return self._encode_arrays(bytes(data), *_segment_arrays(segments))
 
     def _encode_arrays(self, data: bytes, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-        ids, fault = self._native.encode_segments(data, starts, ends, kinds)
+        ids, fault = self.core.native.encode_segments(data, starts, ends, kinds)
         if ids is not None:
             return ids
         raise fault_error(fault, data, starts, ends)
-
-
-def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,
-                       binding: tuple | None = None) -> Tokenizer:
-    tok = Tokenizer(name, cache_size=cache_size, encode_threads=encode_threads)
-    if binding is not None:
-        tok._bind(*binding)
-    return tok
-
-
-def _tokenizer_by_checksum(sha256: str, arrays: dict, cache_size: int, encode_threads: int | None = None,
-                           binding: tuple | None = None) -> Tokenizer:
-    """Unpickle a from_file Tokenizer. The checksum travels in the same pickle as
-    the arrays, so it only detects accidents: the arrays get every check that
-    compiling a tokenizer.json guarantees (check_compiled, deep) before they
-    reach the native core; anything wrong is a Qwen4ExpError."""
-    try:
-        _vocab_compile.check_compiled(arrays, self_encoding=False, deep=True)
-    except _vocab_compile.VocabFormatError as exc:
-        raise VocabularyError(f"unpickling a Tokenizer: {exc} (the pickle is damaged or forged)") from None
-    got = arrays_sha256(arrays)
-    if got != sha256:
-        raise VocabularyError(
-            f"unpickling a Tokenizer: its compiled vocabulary has SHA-256 {got}, "
-            f"expected {sha256!r} (the pickle is damaged)"
-        )
-    tok = Tokenizer.__new__(Tokenizer)
-    tok._vocab_name = None
-    try:
-        tok._init_arrays(arrays, cache_size, encode_threads)
-    except Qwen4ExpError:
-        raise
-    except ValueError as exc:  # cache_size, encode_threads
-        raise Qwen4ExpError(f"unpickling a Tokenizer: {exc}") from None
-    tok._compiled_sha256 = sha256
-    if binding is not None:
-        tok._bind(*binding)
-    return tok
 
 
 def _exact_str(text, where: str) -> str:
@@ -627,17 +428,6 @@ def _exact_str(text, where: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"{where} takes a str, not {type(text).__name__}")
     return str.__str__(text)
-
-
-def _thread_count(num_threads: int | None, name: str = "num_threads") -> int:
-    if num_threads is None:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:
-            return os.cpu_count() or 1
-    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
-        raise ValueError(f"{name} must be a positive int or None, not {num_threads!r}")
-    return min(operator.index(num_threads), _THREADS_MAX)
 
 
 def _ids_array(ids: Iterable[int], n_vocab: int) -> np.ndarray:

@@ -56,6 +56,8 @@ from qwen4exp.render.segments import Kind, RenderedChat
 from qwen4exp.shapes import ParsedCompletion, ToolLike
 from qwen4exp.parse.tool_calls import CallContext
 
+from qwen4exp.encode.core import HasCore
+
 __all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
 
 _STRUCTURE = (
@@ -89,7 +91,7 @@ class CompletionParser(ParserCore):
 
     __slots__ = ("_n_vocab", "_rerender")
 
-    def __init__(self, tok: Any, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
+    def __init__(self, tok: HasCore, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                  tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
         if prompt is not None and not isinstance(prompt, RenderedChat):
             raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
@@ -97,7 +99,7 @@ class CompletionParser(ParserCore):
         if chat_format is None and prompt is not None:
             chat_format = prompt.chat_format
         # the tokenizer's own format by default; one of another vocabulary is refused
-        fmt = tok._chat_format_of(chat_format, "completion_parser()")
+        fmt = tok.core.chat_format_of(chat_format, "completion_parser()")
         chat_format = fmt.name
         # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
         # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
@@ -126,9 +128,9 @@ class CompletionParser(ParserCore):
         for marker, action in _STRUCTURE:
             if marker.value in atoms:
                 actions[atoms[marker.value]] = ATOM_ACTIONS[action]
-        tables = tok._id_tables()
+        tables = tok.core.id_tables()
         super().__init__(
-            tables, actions, tok._native.decode_bytes, tok.decode, context.reader,
+            tables, actions, tok.core.native.decode_bytes, tok.decode, context.reader,
             in_reasoning, lead, 2 if xml else 1, calls_in_reasoning == "call",
         )
         self._n_vocab = tables.n_vocab
@@ -153,7 +155,7 @@ class CompletionParser(ParserCore):
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
 
 
-def parse_all(tok, ids, prompt: RenderedChat | None = None, **options) -> ParsedCompletion:
+def parse_all(tok: HasCore, ids, prompt: RenderedChat | None = None, **options) -> ParsedCompletion:
     """`Tokenizer.parse_completion`: all the ids at once, errors named after it."""
     parser = CompletionParser(tok, prompt, **options)
     parser._where = "parse_completion()"

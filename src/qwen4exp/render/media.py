@@ -333,7 +333,7 @@ def processor_of(tok, expand_media: Any, where: str) -> MediaProcessor | None:
         return None
     base = getattr(tok, "_media_defaults", None)
     if base is None:
-        config = (getattr(tok, "_model_config", None) or {}).get("preprocessor_config.json")
+        config = tok.core.model_config.get("preprocessor_config.json")
         base = processor_from_config(config) if config is not None else DEFAULT_PROCESSOR
     if expand_media is True:
         return base

@@ -108,7 +108,7 @@ class GateInputError(Exception):
 
 
 def facts_of_tokenizer(tok: Tokenizer) -> Facts:
-    n = tok._n_vocab
+    n = tok.core.n_vocab
     spellings = [tok.decode_bytes([i]) for i in range(n)]
     return Facts(spellings, sorted(tok.atoms.items(), key=lambda a: a[1]))
 
@@ -195,7 +195,7 @@ def tokenizer_checks(tok: Tokenizer) -> list[Check]:
             if leaked or tok.decode(ids) != text:
                 from_data.fail(f"atom {spelling!r}: DATA {text[:40]!r} gave atom ids {leaked}")
     for spelling, i in tok.atoms.items():
-        if i < tok._n_vocab:  # DATA yields every BPE id, so this atom id too
+        if i < tok.core.n_vocab:  # DATA yields every BPE id, so this atom id too
             from_data.fail(f"atom {spelling!r}: its id {i} is also BPE token {tok.decode_bytes([i])!r}, "
                            "which DATA can produce")
     roundtrip = Check("decode.roundtrip", "decode(encode(text)) == text on a multilingual sample", len(SAMPLE))
@@ -360,7 +360,7 @@ def run_gate(tok: Tokenizer | None, *, facts: Facts | None = None, subject: str 
     formats = tuple(formats)
     for fmt in formats:
         if tok is not None:
-            tok._chat_format_of(fmt, "gate --chat-format")
+            tok.core.chat_format_of(fmt, "gate --chat-format")
         else:
             chat_format(fmt)
     cases = load_oracle(oracle)

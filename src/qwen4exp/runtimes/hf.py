@@ -193,7 +193,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
 
     def _vocab(self) -> Mapping[str, int]:
         # the Tokenizer's own spelling table (token_to_id reads it), built once
-        return self._tok._spellings()[1]
+        return self._tok.core.spellings()[1]
 
     def _token_id(self, token) -> int | None:
         token = str(token)

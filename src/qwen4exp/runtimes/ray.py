@@ -26,7 +26,8 @@ from qwen4exp.errors import ChatFormatError, Qwen4ExpError
 from qwen4exp.formats import chat_format as format_named, chat_formats
 from qwen4exp.vocab.vocabulary import DEFAULT_VOCABULARY
 from qwen4exp.render.requests import REQUEST_KEYS, failure_name, request_from_json, request_of_row
-from qwen4exp.encode.tokenizer import CACHE_SIZE_DEFAULT, Tokenizer, _tokenizer_by_name
+from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, tokenizer_by_name
+from qwen4exp.encode.tokenizer import Tokenizer
 
 __all__ = ["tokenize_dataset", "TokenizerPool", "actor_room"]
 
@@ -99,9 +100,9 @@ def tokenize_dataset(
         raise ValueError(f"chat_format must be one of {', '.join(chat_formats())}, not {chat_format!r}")
     if vocab is None:  # the vocabulary of the format's models
         vocab = format_named(chat_format).vocabulary if chat_format is not None else DEFAULT_VOCABULARY
-    tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, CACHE_SIZE_DEFAULT)
+    tok = vocab if isinstance(vocab, Tokenizer) else tokenizer_by_name(Tokenizer, vocab, CACHE_SIZE_DEFAULT)
     # a format of another vocabulary is refused here, before anything runs
-    render = {"chat_format": tok._chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
+    render = {"chat_format": tok.core.chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(

@@ -119,10 +119,10 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
                 f"or chat_template.jinja); name the format: from_pretrained(path, chat_format=...), one of "
                 f"{', '.join(tok.chat_formats())}")
         fmt, defaults = identify_template(template)
-    if fmt.vocabulary != tok._family:
+    if fmt.vocabulary != tok.core.family:
         raise ChatFormatError(
             f"from_pretrained: {folder!r}: its chat template is the {fmt.name} format, which is for the "
-            f"{fmt.vocabulary} vocabulary, but its tokenizer.json is {tok._describe()}")
+            f"{fmt.vocabulary} vocabulary, but its tokenizer.json is {tok.core.describe()}")
 
     config = _read_json(os.path.join(folder, "config.json"), "config.json") or {}
     _check_embedding(folder, config, tok)
@@ -131,7 +131,7 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
         value = _read_json(os.path.join(folder, name), name)
         if value is not None:
             kept[name] = value
-    tok._bind(fmt, defaults, kept)
+    tok.core.bind(fmt, defaults, kept)
     return tok
 
 
@@ -147,10 +147,9 @@ def _vocabulary(cls, source: str, cache_size: int, encode_threads: int | None):
     for name in VOCABULARIES:
         if _bundled_fact(name, "content") == digest:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
-    tok = cls.__new__(cls)
-    tok._vocab_name = None
-    tok._init_arrays(arrays, cache_size, encode_threads)
-    return tok
+    from qwen4exp.encode.core import TokenizerCore
+
+    return TokenizerCore(arrays, cache_size, encode_threads, None).tokenizer(cls)
 
 
 def _check_embedding(folder: str, config: dict[str, Any], tok) -> None:
