@@ -58,6 +58,7 @@ from .common import (
     InputError,
     OutputError,
     UsageError,
+    fill_render_defaults,
     flush_stdout,
     other_vocabulary_hint,
     read_input,
@@ -104,6 +105,7 @@ def _load_request(path: str, args=None):
         raise InputError(str(exc)) from None
     if "chat_format" not in options and (getattr(args, "vocab", None) or getattr(args, "tokenizer", None)):
         options["chat_format"] = tokenizer_of(args).chat_format  # no format named: the vocabulary's own
+    fill_render_defaults(args, options)  # a model folder's template defaults (thinking off, ...)
     extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
     if extra:
         print(f"qwen4exp: warning: {where}: ignoring unknown keys {', '.join(extra)}", file=sys.stderr)

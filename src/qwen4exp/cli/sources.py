@@ -103,6 +103,8 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
     # the run's format (--chat-format, render_chat's default without it): a record may only repeat it
     messages, request_options = request_from_json(obj, "record", render.pop("chat_format", None)
                                                   or default_format().name)
+    for key, value in options.defaults:  # the model folder's defaults, for what the record left out
+        request_options.setdefault(key, value)
     chat = render_chat(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
