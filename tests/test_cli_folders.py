@@ -26,15 +26,7 @@ import _model_folders
 from helpers import EXAMPLE
 from helpers import cli_in_process as cli
 
-# template file -> the format a model folder with it is for (it picks the vocabulary)
-TEMPLATE_FORMAT = {
-    "qwen3.jinja": "qwen3", "qwen3_training.jinja": "qwen3",
-    "qwen3_instruct_2507.jinja": "qwen3-2507", "qwen3_instruct_2507_training.jinja": "qwen3-2507",
-    "qwen3_5_think.jinja": "qwen3.5", "qwen3_5_think_training.jinja": "qwen3.5",
-    "qwen3_5_nothink.jinja": "qwen3.5", "qwen3_5_nothink_training.jinja": "qwen3.5",
-    "qwen3_6.jinja": "qwen3.6", "qwen3_6_training.jinja": "qwen3.6",
-    "qwen3_8.jinja": "qwen3.8", "qwen3_8_training.jinja": "qwen3.8",
-}
+TEMPLATE_FORMAT = _model_folders.TEMPLATE_FORMAT
 assert sorted(TEMPLATE_FORMAT) == sorted(f for f in os.listdir(_model_folders.TEMPLATES) if f.endswith(".jinja"))
 DEFAULT_RUN = [("qwen3.jinja", False), ("qwen3_6.jinja", False), ("qwen3_5_nothink.jinja", False),
                ("qwen3_5_nothink.jinja", True)]
@@ -62,13 +54,11 @@ def base(tmp_path_factory, qwen36_json):
 
 def folder_of(base, template: str, in_file: bool) -> str:
     folders, root, cache = base
-    fmt = TEMPLATE_FORMAT[template]
     path = root / f"{template}-{'file' if in_file else 'config'}"
     if not path.exists():
-        path.mkdir()
-        source = folders[_model_folders.vocabulary_of(fmt)]
-        os.link(os.path.join(source, "tokenizer.json"), path / "tokenizer.json")  # no 10 MB copy
-        _model_folders.model_folder(str(path), fmt, template=template, template_file=in_file, cache_dir=cache)
+        _model_folders.template_folder(
+            str(path), template, template_file=in_file, cache_dir=cache,
+            tokenizer_from=folders[_model_folders.vocabulary_of(TEMPLATE_FORMAT[template])])
     return str(path)
 
 

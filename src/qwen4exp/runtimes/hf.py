@@ -51,6 +51,7 @@ except ImportError as exc:  # transformers is an optional dependency
         "pip install 'transformers>=4.57,<6', or in a clone of qwen4exp: pip install '.[hf]'"
     ) from exc
 
+from ..chat import render_chat
 from ..errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
 from ..formats import chat_format as format_named
 from ..formats import identify_template
@@ -140,7 +141,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                     raise VocabularyError(
                         f"{folder}: {key} {token!r} is not a token of the folder's vocabulary "
                         "(Qwen4ExpTokenizer cannot add tokens)")
-        init["chat_template"] = read_chat_template(folder)
+        init["chat_template"] = self._folder_template = read_chat_template(folder)
         init.setdefault("name_or_path", folder)
         super().__init__(**init)
 
@@ -442,6 +443,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         if return_assistant_tokens_mask and not (tokenize and return_dict):
             raise Qwen4ExpError("apply_chat_template(): return_assistant_tokens_mask=True needs tokenize=True "
                                 "and return_dict=True")
+        if chat_template is None:  # as transformers: the attribute, which a caller may have set
+            chat_template = self.chat_template
         if assistant_mask_style is None:
             generation_blocks = isinstance(chat_template, str) and _GENERATION_BLOCK.search(chat_template)
             assistant_mask_style = "trl" if generation_blocks else self.assistant_mask_style
@@ -451,8 +454,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
             conversation[0], (list, tuple))
         conversations = list(conversation) if batched else [conversation]
         tools = [get_json_schema(t) if callable(t) else t for t in tools] if tools is not None else None
-        chats = [self._tok.render_chat(messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                       **options) for messages in conversations]
+        chats = [render_chat(messages, tools=tools, add_generation_prompt=add_generation_prompt, **options)
+                 for messages in conversations]
         if not tokenize:
             texts = [chat.text for chat in chats]
             return texts if batched else texts[0]
@@ -485,9 +488,12 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         return out if return_dict else out["input_ids"]
 
     def _template_options(self, chat_template: str | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The render options: the format's own keywords; a chat_template
-        argument is accepted when it is a template of this tokenizer's format
-        (its implied defaults then apply), refused otherwise."""
+        """render_chat's keywords: the chat format, the format's own keywords
+        given, and for those left out the defaults of the template rendered:
+        the model folder's (Tokenizer.render_defaults), or those a
+        chat_template of this tokenizer's format implies (the think template
+        on a Qwen3.5 small model's folder renders thinking on, as transformers
+        does with it); a template of another format is refused."""
         fmt_options = format_named(self.chat_format).options
         unknown = sorted(set(kwargs) - set(fmt_options))
         if unknown:
@@ -495,15 +501,16 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                 f"apply_chat_template(): the {self.chat_format} format has no option "
                 f"{', '.join(map(repr, unknown))} (its options: {', '.join(fmt_options) or 'none'})")
         options = {k: v for k, v in kwargs.items() if v is not None}
-        if chat_template is not None and chat_template != self.chat_template:
+        implied = self._tok.render_defaults
+        if chat_template is not None and chat_template != self._folder_template:
             fmt, implied = identify_template(chat_template)
             if fmt.name != self.chat_format:
                 raise ChatFormatError(
                     f"apply_chat_template(): chat_template is the {fmt.name} format's, and this tokenizer "
                     f"renders {self.chat_format} (load the model folder of a {fmt.name} model instead)")
-            for key, value in implied.items():
-                options.setdefault(key, value)
-        return options
+        for key, value in implied.items():
+            options.setdefault(key, value)
+        return {"chat_format": self.chat_format, **options}
 
     # -- saving and loading -----------------------------------------------------
 
