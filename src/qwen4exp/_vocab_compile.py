@@ -161,8 +161,10 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
     """(content, id, special) of the added tokens, sorted by id. Each must have its own id
     above the BPE range: an added id inside it would let DATA text produce an
     "atom" id, breaking provenance (docs/RELIABILITY.md)."""
-    added = tok.get("added_tokens") or []
-    if not isinstance(added, list):
+    added = tok.get("added_tokens")
+    if added is None:
+        added = []
+    if not isinstance(added, list):  # an empty object too, as HF tokenizers refuses it
         raise VocabFormatError(f"{where}: added_tokens must be a list")
     atoms, ids, spellings = [], set(), set()
     for i, t in enumerate(added):

@@ -55,7 +55,7 @@ from ..chat import render_chat
 from ..errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
 from ..formats import chat_format as format_named
 from ..formats import identify_template
-from ..pretrained import read_chat_template
+from ..pretrained import read_chat_template, read_folder_json
 from ..segments import RenderedChat, SegmentBuilder
 from ..tokenizer import Tokenizer
 
@@ -623,17 +623,33 @@ def _check_mask_style(style: Any) -> None:
 
 
 def _read_config(folder: str) -> dict[str, Any]:
+    """tokenizer_config.json ({} when there is none), the settings this class
+    reads of the types transformers gives them meaning in (VocabularyError
+    naming the first that is not)."""
     path = os.path.join(folder, _CONFIG)
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise VocabularyError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise VocabularyError(f"{path}: must be a JSON object")
+    config = read_folder_json(path, _CONFIG) or {}
+    for key, ok, want in _CONFIG_TYPES:
+        if config.get(key) is not None and not ok(config[key]):
+            raise VocabularyError(f"{path}: {key} must be {want}, not {config[key]!r:.80}")
     return config
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+# tokenizer_config.json's settings: the test of a good value, and what it must be.
+_CONFIG_TYPES = (
+    ("model_max_length", lambda v: _positive_int(v) or (isinstance(v, float) and v > 0), "a positive number"),
+    ("padding_side", lambda v: v in ("left", "right"), '"left" or "right"'),
+    ("truncation_side", lambda v: v in ("left", "right"), '"left" or "right"'),
+    ("clean_up_tokenization_spaces", lambda v: isinstance(v, bool), "true or false"),
+    ("split_special_tokens", lambda v: isinstance(v, bool), "true or false"),
+    ("model_input_names", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
+     "a list of names"),
+    (_FORMAT_KEY, lambda v: isinstance(v, str), "a chat format's name"),
+    (_MASK_KEY, lambda v: v in ASSISTANT_MASK_STYLES, f"one of {', '.join(ASSISTANT_MASK_STYLES)}"),
+)
 
 
 def _token_text(value: Any, key: str, folder: str) -> str | None:
