@@ -338,8 +338,9 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         if return_attention_mask if return_attention_mask is not None else "attention_mask" in self.model_input_names:
             data["attention_mask"] = [[1] * len(r) for r in ids]
         if return_special_tokens_mask:
-            special = set(self.all_special_ids)
-            data["special_tokens_mask"] = [[int(i in special) for i in r] for r in ids]
+            # 1 marks what the tokenizer added itself (a fast tokenizer's post-processor), and
+            # Qwen adds nothing: an atom id of trusted text is the caller's, 0 as in transformers
+            data["special_tokens_mask"] = [[0] * len(r) for r in ids]
         data.update((key, rows) for key, rows in columns.items() if key != "input_ids")
         if padding_strategy != PaddingStrategy.DO_NOT_PAD:
             data = self._pad_columns(data, padding_strategy, max_length, pad_to_multiple_of, padding_side)
