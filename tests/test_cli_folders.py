@@ -100,19 +100,19 @@ def differential(folder: str, tmp_path) -> None:
                              (["--add-generation-prompt", "--no-thinking"],
                               {"add_generation_prompt": True, "enable_thinking": False})):
             given = {**options, **extra}
-            want = _library(tok, lambda t: t.render_chat(MESSAGES, **given))
+            want = _library(tok, lambda t, given=given: t.render_chat(MESSAGES, **given))
             _check(cli("render", request, "--json", *flags, *opt),
                    want if isinstance(want, Exception) else
                    {"text": want.text, "segments": [[s.start, s.end, s.kind.name] for s in want.segments]},
                    json.loads)
             _check(cli("encode", "--chat", request, *flags, *opt),
-                   _library(tok, lambda t: t.encode_chat(t.render_chat(MESSAGES, **given)).tolist()), json.loads)
+                   _library(tok, lambda t, given=given: t.encode_chat(t.render_chat(MESSAGES, **given)).tolist()), json.loads)
             _check(cli("count", "--chat", request, *flags, *opt),
-                   _library(tok, lambda t: t.count_chat(t.render_chat(MESSAGES, **given))), int)
+                   _library(tok, lambda t, given=given: t.count_chat(t.render_chat(MESSAGES, **given))), int)
         # parse: the prompt (its generation prompt open or closed) decides what the ids are
         reply = tok.encode("Let me see") + [tok.atoms["</think>"]] + tok.encode("\n\n6") + [im_end]
         _check(cli("parse", *map(str, reply), "--prompt", request, *opt),
-               _library(tok, lambda t: t.parse_completion(
+               _library(tok, lambda t, reply=reply, options=options: t.parse_completion(
                    reply, t.render_chat(MESSAGES, add_generation_prompt=True, **options))), json.loads)
 
     # batch: records with and without their own options, a text record; ids and masks
@@ -127,7 +127,8 @@ def differential(folder: str, tmp_path) -> None:
             assert rows[i]["ids"] == tok.encode(TEXT)
             continue
         options = {k: v for k, v in record.items() if k != "messages"}
-        want = _library(tok, lambda t: t.encode_chat(t.render_chat(MESSAGES, **options), return_masks=True))
+        want = _library(tok, lambda t, options=options: t.encode_chat(
+            t.render_chat(MESSAGES, **options), return_masks=True))
         if isinstance(want, Exception):
             assert i not in rows
         else:

@@ -25,7 +25,7 @@ from qwen4exp.errors import ChatFormatError
 import _model_folders
 from _model_folders import TEMPLATE_FORMAT
 
-from qwen4exp.hf import Qwen4ExpTokenizer  # noqa: E402  (transformers is installed for tests)
+from qwen4exp.hf import Qwen4ExpTokenizer  # transformers is installed for tests
 
 CONVERSATIONS = [
     ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}], True),

@@ -41,7 +41,7 @@ import _model_folders
 from _small_vocab import small_tokenizer_json
 from helpers import cli_in_process as cli
 
-from qwen4exp.hf import Qwen4ExpTokenizer  # noqa: E402  (transformers is installed for tests)
+from qwen4exp.hf import Qwen4ExpTokenizer  # transformers is installed for tests
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and /dev/zero as on Linux")
 
@@ -200,7 +200,7 @@ def test_hostile_folder_file(bases, tmp_path, monkeypatch, name, kind):
         assert cli("count", "--text", "hi", "--tokenizer", folder).returncode == 0
     for load in (qwen4exp.Tokenizer.from_pretrained, Qwen4ExpTokenizer.from_pretrained)[hf_only:]:
         with pytest.raises(Qwen4ExpError) as caught:
-            _guarded(lambda: load(folder), folder)
+            _guarded(lambda load=load: load(folder), folder)
         if kind == "huge":
             assert isinstance(caught.value, FileTooLargeError)  # refused before a byte is read
     if hf_only:

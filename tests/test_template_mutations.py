@@ -56,7 +56,7 @@ def mutations(template: str, step: int, ends: list[str]):
     and the last few, then whitespace at the ends."""
     raw = template.encode("utf-8")
     n = len(raw)
-    for p in sorted({*range(0, n + 1, step), *range(0, 6), *range(max(n - 6, 0), n + 1)}):
+    for p in sorted({*range(0, n + 1, step), *range(6), *range(max(n - 6, 0), n + 1)}):
         for b in INSERTED:
             yield f"insert {b!r} at {p}", raw[:p] + b + raw[p:]
         if p < n:
