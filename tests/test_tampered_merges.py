@@ -78,7 +78,7 @@ def _ids(hf: HFTokenizer, texts) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("kind", sorted(TAMPERINGS))
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 def test_tampered_merges_encode_as_hf(tmp_path, monkeypatch, texts, kind, seed):
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
     original = small_tokenizer_json()
