@@ -126,3 +126,27 @@ def _added_tokens(source: str) -> list:
 def _write_json(directory: str, name: str, value: dict) -> None:
     with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
         json.dump(value, f, ensure_ascii=False, indent=2)
+
+
+#: Every reference template file -> the format whose models ship it (its
+#: vocabulary picks the folder's tokenizer.json).
+TEMPLATE_FORMAT = {
+    "qwen3.jinja": "qwen3", "qwen3_training.jinja": "qwen3",
+    "qwen3_instruct_2507.jinja": "qwen3-2507", "qwen3_instruct_2507_training.jinja": "qwen3-2507",
+    "qwen3_5_think.jinja": "qwen3.5", "qwen3_5_think_training.jinja": "qwen3.5",
+    "qwen3_5_nothink.jinja": "qwen3.5", "qwen3_5_nothink_training.jinja": "qwen3.5",
+    "qwen3_6.jinja": "qwen3.6", "qwen3_6_training.jinja": "qwen3.6",
+    "qwen3_8.jinja": "qwen3.8", "qwen3_8_training.jinja": "qwen3.8",
+}
+
+
+def template_folder(directory: str, template: str, *, template_file: bool = False,
+                    tokenizer_from: str | None = None, cache_dir: str | None = None) -> str:
+    """model_folder with the reference template file `template` (its format:
+    TEMPLATE_FORMAT), its tokenizer.json hard-linked from the folder
+    `tokenizer_from` when given (no 10 MB copy per folder)."""
+    os.makedirs(directory, exist_ok=True)
+    if tokenizer_from is not None and not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        os.link(os.path.join(tokenizer_from, "tokenizer.json"), os.path.join(directory, "tokenizer.json"))
+    return model_folder(directory, TEMPLATE_FORMAT[template], template=template, template_file=template_file,
+                        cache_dir=cache_dir)

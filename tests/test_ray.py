@@ -183,6 +183,27 @@ def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
     assert out.column("error").to_pylist() == [local_err.get(i) for i in range(len(convs))]
 
 
+def test_a_model_folder_tokenizer_renders_with_its_defaults(qray, tmp_path, qwen36_json):
+    """A tokenizer of a Qwen3.5 small model's folder (thinking off by its
+    template) renders each row as its render_chat does: thinking off unless
+    the row asks for it. It used to render with the format's default (on)."""
+    import os
+
+    import _model_folders
+
+    folder = _model_folders.template_folder(str(tmp_path / "small"), "qwen3_5_nothink.jinja",
+                                            cache_dir=os.path.dirname(qwen36_json))
+    tok = qwen4exp.Tokenizer.from_pretrained(folder)
+    rows = [{"messages": [{"role": "user", "content": f"Hi {i}"}], "add_generation_prompt": True,
+             **({} if i % 3 == 0 else {"enable_thinking": i % 3 == 1})} for i in range(6)]
+    ds = qray.ray.data.from_arrow(pa.table({"messages": [json.dumps(r) for r in rows]}))
+    out = ray_rows(qray.tokenize_dataset(ds, column="messages", vocab=tok, batch_size=2, concurrency=1))
+    want = [tok.encode_chat(tok.render_chat(r["messages"], **{k: v for k, v in r.items() if k != "messages"}))
+            .tolist() for r in rows]
+    assert out.column("ids").to_pylist() == want
+    assert want[0] != want[1]  # the rows differ by the thinking option
+
+
 def test_a_pool_that_would_take_every_cpu_is_refused(qray, tok):
     """On 2 CPUs, actors taking both would wait forever for blocks the
     upstream tasks (repartition) can never run to make: refused up front,

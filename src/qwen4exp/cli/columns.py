@@ -46,10 +46,13 @@ RECORD_KEYS = frozenset(REQUEST_KEYS) | {"text"}  # what a record is made of; th
 
 class RecordOptions(NamedTuple):
     """How records are read: `render` (render_chat's keywords the command line
-    sets, such as chat_format) and `keep` (carry the other fields)."""
+    sets, such as chat_format), `keep` (carry the other fields) and `defaults`
+    (render options a record may set, else these: the --tokenizer model
+    folder's, Tokenizer.render_defaults)."""
 
     render: tuple = ()  # (name, value) pairs
     keep: bool = False
+    defaults: tuple = ()  # (name, value) pairs
 
 
 def other_fields(obj) -> dict:
@@ -314,4 +317,5 @@ def record_options(args, tok=None) -> RecordOptions:
     (its vocabulary's own, or its model folder's)."""
     fmt = getattr(args, "chat_format", None) or (tok.chat_format if tok is not None else None)
     render = (("chat_format", fmt),) if fmt else ()
-    return RecordOptions(render, bool(getattr(args, "keep_columns", False)))
+    defaults = tuple(tok.render_defaults.items()) if tok is not None else ()
+    return RecordOptions(render, bool(getattr(args, "keep_columns", False)), defaults)

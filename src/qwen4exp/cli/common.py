@@ -188,6 +188,19 @@ def tokenizer_of(args=None, chat_format: str | None = None):
     return tok
 
 
+def fill_render_defaults(args, options: dict) -> dict:
+    """Give the options a request left out the defaults of the --tokenizer
+    model folder (Tokenizer.render_defaults: the Qwen3.5 small models' template
+    turns thinking off), as `Tokenizer.from_pretrained(folder).render_chat`
+    does; a request's own values and the command line's flags win. `options`
+    is filled in place and returned."""
+    if getattr(args, "tokenizer", None) or getattr(args, "vocab", None):
+        for key, value in tokenizer_of(args).render_defaults.items():
+            if options.get(key) is None:
+                options[key] = value
+    return options
+
+
 def other_vocabulary_hint(ids, tok, args, with_format: bool, chat_format: str | None = None) -> str:
     """When `ids` hold an id past `tok`'s vocabulary: words to add to the
     error that say which option reads them (the bundled vocabularies that

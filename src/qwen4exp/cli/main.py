@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
 from qwen4exp.errors import JsonError, Qwen4ExpError, RecordError
@@ -58,6 +59,7 @@ from qwen4exp.cli.common import (
     InputError,
     OutputError,
     UsageError,
+    fill_render_defaults,
     flush_stdout,
     other_vocabulary_hint,
     read_input,
@@ -67,8 +69,15 @@ from qwen4exp.cli.common import (
 )
 from qwen4exp.cli.parser import build_parser
 
-def _read_bytes(path: str) -> bytes:
-    return read_input(path)
+def _read_bytes(path: str, hint: str = "") -> bytes:
+    """The bytes of an input file argument; `hint` is added to the error when
+    no such file exists (a positional meant as something else)."""
+    try:
+        return read_input(path)
+    except InputError as exc:
+        if hint and path != "-" and not os.path.lexists(path):
+            raise InputError(f"{exc} ({hint})") from None
+        raise
 
 
 def _decode_utf8(raw: bytes, where: str) -> str:
@@ -84,11 +93,17 @@ def _read_text(args) -> str:
             raise UsageError("give either --text or FILE, not both")
         return args.text
     path = "-" if args.file is None else args.file
-    return _decode_utf8(_read_bytes(path), "stdin" if path == "-" else path)
+    hint = (f"FILE names a file to read; to {args.command} this text itself: "
+            f"qwen4exp {args.command} --text {shlex.quote(path)}")
+    return _decode_utf8(_read_bytes(path, hint), "stdin" if path == "-" else path)
+
+_REQUEST_HINT = ("a chat request is a JSON file (or - for stdin): "
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]} or the bare list of messages")
+
 
 def _load_request(path: str, args=None):
     where = "stdin" if path == "-" else path
-    raw = _read_bytes(path)
+    raw = _read_bytes(path, _REQUEST_HINT)
     text = _decode_utf8(raw, where)
     if text.startswith("\ufeff"):
         text = text[1:]  # a UTF-8 byte order mark
@@ -104,6 +119,7 @@ def _load_request(path: str, args=None):
         raise InputError(str(exc)) from None
     if "chat_format" not in options and (getattr(args, "vocab", None) or getattr(args, "tokenizer", None)):
         options["chat_format"] = tokenizer_of(args).chat_format  # no format named: the vocabulary's own
+    fill_render_defaults(args, options)  # a model folder's template defaults (thinking off, ...)
     extra = sorted(k for k in obj if k not in REQUEST_KEYS) if isinstance(obj, dict) else []
     if extra:
         print(f"qwen4exp: warning: {where}: ignoring unknown keys {', '.join(extra)}", file=sys.stderr)
@@ -372,7 +388,8 @@ def _parse_ids(text: str, where: str) -> list[int]:
     for tok in s.replace(",", " ").split():
         # ASCII digits only: int() also takes "1_000", "+5" and other scripts' digits ("١٢")
         if not (tok.isascii() and tok.isdigit()):
-            raise InputError(f"{where}: {tok[:40]!r} is not a token id (ASCII digits 0-9)")
+            raise InputError(f"{where}: {tok[:40]!r} is not a token id (ASCII digits 0-9; the ids of text: "
+                             "qwen4exp encode --text TEXT)")
         if len(tok.lstrip("0")) > 10:  # past any id (and int()'s digit limit)
             raise InputError(f"{where}: token id {tok[:40]}{'...' if len(tok) > 40 else ''} is out of range")
         out.append(int(tok))

@@ -18,7 +18,7 @@ import stat
 import sys
 
 from qwen4exp.formats import default_format
-from qwen4exp.vocab.files import kind_of
+from qwen4exp.vocab.files import NotRegularFileError, kind_of, open_regular_file
 from qwen4exp.errors import RecordError
 from qwen4exp.render.requests import REQUEST_KEYS, failure_name, loads_json, request_from_json, request_of_row
 from qwen4exp.cli.blocks import Rows, read_blocks
@@ -103,20 +103,34 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
     # the run's format (--chat-format, render_chat's default without it): a record may only repeat it
     messages, request_options = request_from_json(obj, "record", render.pop("chat_format", None)
                                                   or default_format().name)
+    for key, value in options.defaults:  # the model folder's defaults, for what the record left out
+        request_options.setdefault(key, value)
     chat = render_chat(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 
 def _open_jsonl(path: str):
-    """(binary file, whether to close it) of a JSONL input: stdin for "-", gzip for .gz."""
+    """(binary file, what closes it or None) of a JSONL input: stdin for "-",
+    gzip for .gz; a file that is not a regular one is refused (InputError)."""
     import gzip
 
     if path == "-":
-        return sys.stdin.buffer, False
+        return sys.stdin.buffer, None
     try:
-        return (gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")), True
+        raw = open_regular_file(path)
+    except NotRegularFileError as exc:
+        raise InputError(f"{exc}: give a file, or - to read a pipe on stdin") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not path.lower().endswith(".gz"):
+        return raw, raw.close
+    unzipped = gzip.GzipFile(fileobj=raw, mode="rb")  # closing it leaves `raw` open
+
+    def close() -> None:
+        unzipped.close()
+        raw.close()
+
+    return unzipped, close
 
 
 def iter_jsonl(path: str, start_line: int = 1):
@@ -133,7 +147,7 @@ def iter_jsonl(path: str, start_line: int = 1):
         raise InputError(f"cannot read {path}: {exc}") from None
     finally:
         if close:
-            f.close()
+            close()
 
 
 class JsonlSource:
@@ -164,7 +178,7 @@ class JsonlSource:
             raise InputError(f"cannot read {self.path}: {exc}") from None
         finally:
             if close:
-                f.close()
+                close()
 
 
 def record_of_line(raw: bytes, index: int, lineno: int, options: RecordOptions = RecordOptions()) -> Record:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from qwen4exp.render.validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
-__all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
+__all__ = ["ChatFormat", "RenderedParts", "template_digest", "canonical_template", "fingerprints", "OPTION_NAMES"]
 
 #: The render options a format may have, in the order the help lists them.
 OPTION_NAMES = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
@@ -39,10 +39,34 @@ Renderer = Callable[[Request], RenderedParts]
 
 
 def template_digest(template: str) -> str:
-    """The fingerprint of a chat template: SHA-256 of its text without the
-    surrounding whitespace (a template saved as chat_template.jinja usually
-    ends with a newline that tokenizer_config.json's copy lacks)."""
-    return hashlib.sha256(template.strip().encode("utf-8")).hexdigest()
+    """The fingerprint of a chat template: SHA-256 of `canonical_template`,
+    so that two templates share it only when transformers renders them alike
+    (a template saved as chat_template.jinja usually ends with a newline that
+    tokenizer_config.json's copy lacks; a trailing space, which transformers
+    writes at the end of every prompt, is another template)."""
+    return hashlib.sha256(canonical_template(template).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# The whitespace-control tags that remove all whitespace before them.
+_STRIP_BEFORE = ("{%-", "{{-", "{#-")
+
+
+def canonical_template(template: str) -> str:
+    r"""The template without what Jinja, as transformers configures it
+    (trim_blocks, keep_trailing_newline off), never renders: line breaks
+    spelled \r\n or \r (Jinja reads every one as \n), the one line break
+    at the very end (keep_trailing_newline), a line break right after a final
+    block tag (trim_blocks), and whitespace before a first tag that strips it
+    ("{%-"). Nothing else is changed: any other whitespace is output."""
+    text = template.replace("\r\n", "\n").replace("\r", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.endswith("%}\n") and not text.endswith("+%}\n"):
+        text = text[:-1]
+    stripped = text.lstrip()
+    if stripped.startswith(_STRIP_BEFORE):
+        text = stripped
+    return text
 
 
 def fingerprints(*digests: str, **implied: Any) -> dict[str, dict[str, Any]]:

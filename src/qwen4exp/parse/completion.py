@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
 
 from qwen4exp._native._stream import ATOM_ACTIONS, Delta, ParserCore
 from qwen4exp.errors import Qwen4ExpError, id_error

@@ -51,10 +51,11 @@ except ImportError as exc:  # transformers is an optional dependency
         "pip install 'transformers>=4.57,<6', or in a clone of qwen4exp: pip install '.[hf]'"
     ) from exc
 
+from qwen4exp.render.chat import render_chat
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, TextEncodingError, VocabularyError, surrogate_error
 from qwen4exp.formats import chat_format as format_named
 from qwen4exp.formats import identify_template
-from qwen4exp.vocab.pretrained import read_chat_template
+from qwen4exp.vocab.pretrained import read_chat_template, read_folder_json
 from qwen4exp.render.segments import RenderedChat, SegmentBuilder
 from qwen4exp.encode.tokenizer import Tokenizer
 
@@ -140,7 +141,7 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                     raise VocabularyError(
                         f"{folder}: {key} {token!r} is not a token of the folder's vocabulary "
                         "(Qwen4ExpTokenizer cannot add tokens)")
-        init["chat_template"] = read_chat_template(folder)
+        init["chat_template"] = self._folder_template = read_chat_template(folder)
         init.setdefault("name_or_path", folder)
         super().__init__(**init)
 
@@ -337,8 +338,9 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         if return_attention_mask if return_attention_mask is not None else "attention_mask" in self.model_input_names:
             data["attention_mask"] = [[1] * len(r) for r in ids]
         if return_special_tokens_mask:
-            special = set(self.all_special_ids)
-            data["special_tokens_mask"] = [[int(i in special) for i in r] for r in ids]
+            # 1 marks what the tokenizer added itself (a fast tokenizer's post-processor), and
+            # Qwen adds nothing: an atom id of trusted text is the caller's, 0 as in transformers
+            data["special_tokens_mask"] = [[0] * len(r) for r in ids]
         data.update((key, rows) for key, rows in columns.items() if key != "input_ids")
         if padding_strategy != PaddingStrategy.DO_NOT_PAD:
             data = self._pad_columns(data, padding_strategy, max_length, pad_to_multiple_of, padding_side)
@@ -442,6 +444,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         if return_assistant_tokens_mask and not (tokenize and return_dict):
             raise Qwen4ExpError("apply_chat_template(): return_assistant_tokens_mask=True needs tokenize=True "
                                 "and return_dict=True")
+        if chat_template is None:  # as transformers: the attribute, which a caller may have set
+            chat_template = self.chat_template
         if assistant_mask_style is None:
             generation_blocks = isinstance(chat_template, str) and _GENERATION_BLOCK.search(chat_template)
             assistant_mask_style = "trl" if generation_blocks else self.assistant_mask_style
@@ -451,8 +455,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
             conversation[0], (list, tuple))
         conversations = list(conversation) if batched else [conversation]
         tools = [get_json_schema(t) if callable(t) else t for t in tools] if tools is not None else None
-        chats = [self._tok.render_chat(messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                       **options) for messages in conversations]
+        chats = [render_chat(messages, tools=tools, add_generation_prompt=add_generation_prompt, **options)
+                 for messages in conversations]
         if not tokenize:
             texts = [chat.text for chat in chats]
             return texts if batched else texts[0]
@@ -485,9 +489,12 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         return out if return_dict else out["input_ids"]
 
     def _template_options(self, chat_template: str | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The render options: the format's own keywords; a chat_template
-        argument is accepted when it is a template of this tokenizer's format
-        (its implied defaults then apply), refused otherwise."""
+        """render_chat's keywords: the chat format, the format's own keywords
+        given, and for those left out the defaults of the template rendered:
+        the model folder's (Tokenizer.render_defaults), or those a
+        chat_template of this tokenizer's format implies (the think template
+        on a Qwen3.5 small model's folder renders thinking on, as transformers
+        does with it); a template of another format is refused."""
         fmt_options = format_named(self.chat_format).options
         unknown = sorted(set(kwargs) - set(fmt_options))
         if unknown:
@@ -495,15 +502,16 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
                 f"apply_chat_template(): the {self.chat_format} format has no option "
                 f"{', '.join(map(repr, unknown))} (its options: {', '.join(fmt_options) or 'none'})")
         options = {k: v for k, v in kwargs.items() if v is not None}
-        if chat_template is not None and chat_template != self.chat_template:
+        implied = self._tok.render_defaults
+        if chat_template is not None and chat_template != self._folder_template:
             fmt, implied = identify_template(chat_template)
             if fmt.name != self.chat_format:
                 raise ChatFormatError(
                     f"apply_chat_template(): chat_template is the {fmt.name} format's, and this tokenizer "
                     f"renders {self.chat_format} (load the model folder of a {fmt.name} model instead)")
-            for key, value in implied.items():
-                options.setdefault(key, value)
-        return options
+        for key, value in implied.items():
+            options.setdefault(key, value)
+        return {"chat_format": self.chat_format, **options}
 
     # -- saving and loading -----------------------------------------------------
 
@@ -616,17 +624,33 @@ def _check_mask_style(style: Any) -> None:
 
 
 def _read_config(folder: str) -> dict[str, Any]:
+    """tokenizer_config.json ({} when there is none), the settings this class
+    reads of the types transformers gives them meaning in (VocabularyError
+    naming the first that is not)."""
     path = os.path.join(folder, _CONFIG)
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise VocabularyError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise VocabularyError(f"{path}: must be a JSON object")
+    config = read_folder_json(path, _CONFIG) or {}
+    for key, ok, want in _CONFIG_TYPES:
+        if config.get(key) is not None and not ok(config[key]):
+            raise VocabularyError(f"{path}: {key} must be {want}, not {config[key]!r:.80}")
     return config
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+# tokenizer_config.json's settings: the test of a good value, and what it must be.
+_CONFIG_TYPES = (
+    ("model_max_length", lambda v: _positive_int(v) or (isinstance(v, float) and v > 0), "a positive number"),
+    ("padding_side", lambda v: v in ("left", "right"), '"left" or "right"'),
+    ("truncation_side", lambda v: v in ("left", "right"), '"left" or "right"'),
+    ("clean_up_tokenization_spaces", lambda v: isinstance(v, bool), "true or false"),
+    ("split_special_tokens", lambda v: isinstance(v, bool), "true or false"),
+    ("model_input_names", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
+     "a list of names"),
+    (_FORMAT_KEY, lambda v: isinstance(v, str), "a chat format's name"),
+    (_MASK_KEY, lambda v: v in ASSISTANT_MASK_STYLES, f"one of {', '.join(ASSISTANT_MASK_STYLES)}"),
+)
 
 
 def _token_text(value: Any, key: str, folder: str) -> str | None:

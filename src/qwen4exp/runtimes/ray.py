@@ -74,7 +74,8 @@ def tokenize_dataset(
     vocab: a bundled vocabulary name or a Tokenizer (it pickles by name or by
     checksum, with its chat format); default: the vocabulary of `chat_format`'s
     models, else qwen4exp's default. `chat_format` defaults to the tokenizer's
-    (Tokenizer.chat_format); a format of another vocabulary is a
+    (Tokenizer.chat_format), and a row's options left out to its
+    render_defaults (a model folder's, as Tokenizer.render_chat); a format of another vocabulary is a
     ChatFormatError before anything runs, and so is, row by row, a row whose
     own "chat_format" is one. Each actor encodes a batch of `batch_size` rows with
     `num_threads` native threads and reserves that many CPUs; `concurrency`
@@ -102,7 +103,9 @@ def tokenize_dataset(
         vocab = format_named(chat_format).vocabulary if chat_format is not None else DEFAULT_VOCABULARY
     tok = vocab if isinstance(vocab, Tokenizer) else tokenizer_by_name(Tokenizer, vocab, CACHE_SIZE_DEFAULT)
     # a format of another vocabulary is refused here, before anything runs
-    render = {"chat_format": tok.core.chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
+    render = {"chat_format": tok.core.chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name,
+              # a model folder's implied options (Tokenizer.render_defaults), for what a row leaves out
+              "defaults": dict(tok.render_defaults)}
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
@@ -347,6 +350,8 @@ def _render(columns, r: int, column: str, render: dict):
     # the run's format (render_chat's default without one): a row may only repeat it
     messages, options = request_from_json(request_of_row(columns, r, column), "record",
                                           render["chat_format"])
+    for key, value in render.get("defaults", {}).items():
+        options.setdefault(key, value)
     return render_chat(messages, **options)
 
 

@@ -23,7 +23,6 @@ from it; `import qwen4exp` never imports it.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import qwen4exp
+from qwen4exp.vocab.pretrained import read_folder_json
 from qwen4exp.render.segments import SegmentBuilder
 
 __all__ = ["MODE", "TRUSTED_PROMPTS_MODE", "register", "Qwen4ExpTokenizer"]
@@ -162,11 +162,7 @@ class Qwen4ExpTokenizer:
             folder = _download(folder, revision, download_dir, kwargs.get("token"))
         chat_format = kwargs.get("chat_format") or os.environ.get(CHAT_FORMAT_ENV) or None
         tok = qwen4exp.Tokenizer.from_pretrained(folder, chat_format=chat_format)
-        config = {}
-        config_path = os.path.join(folder, "tokenizer_config.json")
-        if os.path.isfile(config_path):
-            with open(config_path, encoding="utf-8") as f:
-                config = json.load(f)
+        config = read_folder_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
         return cls(tok, name_or_path=str(path_or_repo_id), config=config,
                    truncation_side=kwargs.get("truncation_side", "left"))
 

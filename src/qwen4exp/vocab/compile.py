@@ -161,8 +161,10 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
     """(content, id, special) of the added tokens, sorted by id. Each must have its own id
     above the BPE range: an added id inside it would let DATA text produce an
     "atom" id, breaking provenance (docs/RELIABILITY.md)."""
-    added = tok.get("added_tokens") or []
-    if not isinstance(added, list):
+    added = tok.get("added_tokens")
+    if added is None:
+        added = []
+    if not isinstance(added, list):  # an empty object too, as HF tokenizers refuses it
         raise VocabFormatError(f"{where}: added_tokens must be a list")
     atoms, ids, spellings = [], set(), set()
     for i, t in enumerate(added):
@@ -208,6 +210,7 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         raise VocabFormatError(f"{where}: model.merges must be a list of fewer than {ID_LIMIT} merges")
     merges = np.empty((len(merges_raw), 3), dtype=np.int32)
     str_ids = vocab
+    last_rank: dict[tuple[int, int], int] = {}
     for rank, m in enumerate(merges_raw):
         pair = m.split(" ", 1) if isinstance(m, str) else m
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
@@ -219,6 +222,9 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         except KeyError:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
+        last_rank[a, b] = rank
+    if len(last_rank) < len(merges):  # a repeated merge ranks where it last appears, as HF tokenizers reads it
+        merges = merges[sorted(last_rank.values())]
     return _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where)
 
 
@@ -433,7 +439,7 @@ def self_encoding(token_bytes: np.ndarray, token_offsets: np.ndarray, merges: np
     byte_id = {b: t for t, b in enumerate(spelled) if len(b) == 1}
     rank: dict[tuple[int, int], tuple[int, int]] = {}
     for r, (a, b, new) in enumerate(merges.tolist()):
-        rank.setdefault((a, b), (r, new))  # a repeated merge keeps its first rank, as HF does
+        rank.setdefault((a, b), (r, new))  # (compiled merges repeat none: _compile keeps the last)
     absent = (1 << 62, -1)
     out = np.zeros(n, dtype=np.uint8)
     for t, word in enumerate(spelled):

@@ -19,7 +19,11 @@ from qwen4exp.vocab.files import read_regular_file
 from qwen4exp.errors import VocabularyError
 from qwen4exp.vocab.vocabulary import Vocabulary
 
-__all__ = ["DATA_DIR", "bundled_arrays", "compiled_file", "arrays_sha256"]
+__all__ = ["DATA_DIR", "TOKENIZER_JSON_LIMIT", "bundled_arrays", "compiled_file", "arrays_sha256"]
+
+#: The largest tokenizer.json read (a bound on what parsing it allocates): Qwen's
+#: are 7 - 20 MB, and 2**20 tokens with as many merges fit in well under this.
+TOKENIZER_JSON_LIMIT = 256 << 20
 
 #: Where setup.py puts the compiled bundled vocabularies.
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data")
@@ -51,7 +55,7 @@ def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
         path = os.path.join(path, "tokenizer.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"no tokenizer.json at {path!r}")
-    raw = read_regular_file(path)  # a FIFO or a device is refused, never read
+    raw = read_regular_file(path, TOKENIZER_JSON_LIMIT)  # a FIFO or a device is refused, never read
     digest = hashlib.sha256(raw).hexdigest()
     cache_dir = os.environ.get("QWEN4EXP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "qwen4exp")
     cached = os.path.join(cache_dir, f"{digest}.v{_vocab_compile.FORMAT_VERSION}.npz")

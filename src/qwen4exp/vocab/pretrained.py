@@ -32,16 +32,20 @@ from typing import Any
 import numpy as np
 
 from qwen4exp.vocab.files import read_regular_file
-from qwen4exp.vocab.loading import DATA_DIR, compiled_file
+from qwen4exp.vocab.loading import DATA_DIR, TOKENIZER_JSON_LIMIT, compiled_file
 from qwen4exp.errors import ChatFormatError, VocabularyError
 from qwen4exp.formats import chat_format as format_named, identify_template
 from qwen4exp.vocab.vocabulary import VOCABULARIES
 
-__all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template"]
+__all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template", "read_folder_json", "read_folder_file",
+           "CONFIG_LIMIT"]
 
 # The compiled arrays that decide ids and decoded text (not the source checksum).
 _CONTENT = ("token_bytes", "token_offsets", "merges", "atom_ids", "atom_special", "atom_bytes",
             "atom_offsets", "marks", "ignore_merges")
+#: The largest config file (config.json, tokenizer_config.json, a chat template)
+#: a model folder may have: Qwen's are a few KB to a few hundred KB.
+CONFIG_LIMIT = 64 << 20
 # Other JSON files of a model folder that the tokenizer keeps for its runtimes.
 _KEPT_FILES = ("preprocessor_config.json",)
 
@@ -64,16 +68,60 @@ def _bundled_fact(name: str, fact: str) -> str:
         return z["source_sha256"].tobytes().hex() if fact == "source" else vocabulary_digest(z)
 
 
-def _read_json(path: str, what: str) -> dict | None:
-    if not os.path.exists(path):
+def read_folder_file(path: str, what: str, limit: int = CONFIG_LIMIT) -> bytes | None:
+    """The bytes of a model folder's file, None when there is none. Anything
+    else that is not a readable regular file of at most `limit` bytes (a
+    directory, a FIFO, a loop of links, a file that cannot be read, a huge
+    one) is a Qwen4ExpError naming it."""
+    if not os.path.lexists(path):
         return None
     try:
-        value = json.loads(read_regular_file(path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise VocabularyError(f"{path}: {what} is not valid JSON ({exc})") from None
+        return read_regular_file(path, limit)
+    except OSError as exc:
+        raise VocabularyError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+
+
+def read_folder_json(path: str, what: str) -> dict | None:
+    """A model folder's JSON file (config.json, tokenizer_config.json, ...) as
+    a dict, None when there is none; VocabularyError for one that is not a
+    UTF-8 JSON object of Unicode text (nesting too deep, a lone surrogate,
+    a number past Python's digit limit)."""
+    raw = read_folder_file(path, what)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise VocabularyError(f"{path}: {what} is nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
+        raise VocabularyError(f"{path}: {what} is not valid JSON "
+                              f"({str(exc).split('; use sys.set_int_max_str_digits')[0]})") from None
     if not isinstance(value, dict):
-        raise VocabularyError(f"{path}: {what} must be a JSON object")
+        raise VocabularyError(f"{path}: {what} must be a JSON object, not {type(value).__name__}")
+    if not _unicode_text(value):
+        raise VocabularyError(f"{path}: {what} holds a lone surrogate (\\ud800-\\udfff), which is not text")
     return value
+
+
+def _unicode_text(value: Any) -> bool:
+    """Whether every string in a decoded JSON value (keys too) is Unicode text:
+    no lone surrogate (an escape JSON allows). Iterative: the value may be as
+    deep as json.loads allows."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return True
 
 
 def read_chat_template(folder: str) -> str | None:
@@ -81,12 +129,13 @@ def read_chat_template(folder: str) -> str | None:
     `chat_template` (a string, or the entry named "default" of a list of named
     templates, as transformers reads it); None when there is none."""
     jinja = os.path.join(folder, "chat_template.jinja")
-    if os.path.exists(jinja):
+    raw = read_folder_file(jinja, "the chat template")
+    if raw is not None:
         try:
-            return read_regular_file(jinja).decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ChatFormatError(f"{jinja}: the chat template is not UTF-8 text") from None
-    config = _read_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
+    config = read_folder_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
     template = config.get("chat_template")
     if isinstance(template, list):
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
@@ -103,10 +152,14 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
         raise FileNotFoundError(f"from_pretrained: {folder!r} is not a model folder (a directory "
                                 "holding tokenizer.json); use Tokenizer.from_file for a single file")
     source = os.path.join(folder, "tokenizer.json")
-    if not os.path.exists(source):
+    raw = read_folder_file(source, "tokenizer.json", TOKENIZER_JSON_LIMIT)
+    if raw is None:
         raise VocabularyError(f"from_pretrained: {folder!r} has no tokenizer.json (qwen4exp reads the "
                               "fast-tokenizer file that Qwen model repositories ship)")
-    tok = _vocabulary(cls, source, cache_size, encode_threads)
+    try:
+        tok = _vocabulary(cls, source, raw, cache_size, encode_threads)
+    except OSError as exc:  # replaced since it was read
+        raise VocabularyError(f"{source}: cannot read tokenizer.json ({exc.strerror or exc})") from None
 
     defaults: Mapping[str, Any]
     if chat_format is not None:
@@ -124,21 +177,21 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
             f"from_pretrained: {folder!r}: its chat template is the {fmt.name} format, which is for the "
             f"{fmt.vocabulary} vocabulary, but its tokenizer.json is {tok.core.describe()}")
 
-    config = _read_json(os.path.join(folder, "config.json"), "config.json") or {}
+    config = read_folder_json(os.path.join(folder, "config.json"), "config.json") or {}
     _check_embedding(folder, config, tok)
     kept = {}
     for name in _KEPT_FILES:
-        value = _read_json(os.path.join(folder, name), name)
+        value = read_folder_json(os.path.join(folder, name), name)
         if value is not None:
             kept[name] = value
     tok.core.bind(fmt, defaults, kept)
     return tok
 
 
-def _vocabulary(cls, source: str, cache_size: int, encode_threads: int | None):
-    """The bundled tokenizer when the file's contents are a bundled vocabulary's,
-    else the file's own."""
-    raw_sha = hashlib.sha256(read_regular_file(source)).hexdigest()
+def _vocabulary(cls, source: str, raw: bytes, cache_size: int, encode_threads: int | None):
+    """The bundled tokenizer when the file's contents (`raw`) are a bundled
+    vocabulary's, else the file's own."""
+    raw_sha = hashlib.sha256(raw).hexdigest()
     for name, vocab in VOCABULARIES.items():  # the very file a vocabulary was built from
         if vocab.kind == "tokenizer.json" and _bundled_fact(name, "source") == raw_sha:
             return cls(name, cache_size=cache_size, encode_threads=encode_threads)
