@@ -32,8 +32,8 @@ _ANY_RECEIVER = {"read_text", "read_bytes"}  # pathlib.Path and importlib.metada
 
 # (module file, enclosing function, call) -> why it need not go through the reader.
 JUSTIFIED = {
-    ("_files.py", "open_regular_file", "os.open"): "the reader itself (non-blocking, kind checked twice)",
-    ("_files.py", "open_regular_file", "os.fdopen"): "the reader itself",
+    ("files.py", "open_regular_file", "os.open"): "the reader itself (non-blocking, kind checked twice)",
+    ("files.py", "open_regular_file", "os.fdopen"): "the reader itself",
     ("pretrained.py", "_bundled_fact", "np.load"): "package data: a bundled compiled vocabulary",
     ("loading.py", "bundled_arrays", "np.load"): "package data: a bundled compiled vocabulary",
     ("loading.py", "compiled_file", "np.load"): "the cache entry qwen4exp wrote (isfile first, then checked "
@@ -41,12 +41,12 @@ JUSTIFIED = {
     ("loading.py", "compiled_file", "open"): "writes the cache entry (a new temporary file)",
     ("vocabulary.py", "_manifest", "open"): "package data: vocabularies.json",
     ("vocabulary.py", "_manifest", "json.load"): "package data: vocabularies.json",
-    ("gate.py", "load_oracle", "open"): "package data: examples/gate_oracle.json",
-    ("gate.py", "load_oracle", "json.load"): "package data: examples/gate_oracle.json",
+    ("gate.py", "load_oracle", "open"): "package data: runtimes/gate_oracle.json",
+    ("gate.py", "load_oracle", "json.load"): "package data: runtimes/gate_oracle.json",
     ("_version.py", "_installed", "dist.read_text"): "the installed distribution's own metadata",
     ("_version.py", "_source_tree", "open"): "the source checkout's pyproject.toml",
-    ("_vocab_compile.py", "compile_bundled", "open"): "build step (setup.py): the source tree's vocab/",
-    ("_vocab_compile.py", "write_arrays", "open"): "writes a compiled vocabulary (build step)",
+    ("compile.py", "compile_bundled", "open"): "build step (setup.py): the source tree's vocab/",
+    ("compile.py", "write_arrays", "open"): "writes a compiled vocabulary (build step)",
     ("hf.py", "Qwen4ExpTokenizer.save_pretrained", "open"): "writes the caller's save directory",
     ("hf.py", "Qwen4ExpTokenizer.save_vocabulary", "shutil.copyfile"):
         "copies the folder's tokenizer.json it loaded; shutil refuses a FIFO or device (SpecialFileError)",
