@@ -401,22 +401,27 @@ class Tokenizer:
 
     def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                           tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None,
-                          calls_in_reasoning: str = "text") -> CompletionParser:
+                          calls_in_reasoning: str = "text", embedding_rows: int | None = None) -> CompletionParser:
         """A streaming parser of the ids a model generates after `prompt` (a
         RenderedChat rendered with add_generation_prompt=True, which gives the
         chat format, the tools and whether reasoning is open; the keywords
-        override it): `feed(ids) -> [Delta]`, `finish() -> dict`."""
+        override it): `feed(ids) -> [Delta]`, `finish() -> dict`. With
+        `embedding_rows` (the model's), ids past the vocabulary below it spell
+        nothing and are listed in the message's `notes`."""
         return CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
-                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
+                                embedding_rows=embedding_rows)
 
     def parse_completion(self, ids: Iterable[int], prompt: RenderedChat | None = None, *,
                          chat_format: str | None = None, tools: Sequence[ToolLike] | None = None,
-                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> ParsedCompletion:
+                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text",
+                         embedding_rows: int | None = None) -> ParsedCompletion:
         """The assistant message (OpenAI style: role, content, reasoning_content,
         tool_calls with ids and typed arguments) that generated ids spell after
         `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
         return parse_all(self, ids, prompt, chat_format=chat_format, tools=tools,
-                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
+                         embedding_rows=embedding_rows)
 
     def flush_cache(self) -> None:
         """Forget the words the caches learned: each goes back to the token
