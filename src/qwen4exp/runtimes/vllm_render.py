@@ -22,6 +22,8 @@ from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.formats import OPTION_NAMES
 from qwen4exp.formats import chat_format as format_named
 
+from .vllm_requests import materialize_messages
+
 __all__ = ["Qwen4ExpRenderer", "render_request", "render_arguments"]
 
 
@@ -112,6 +114,15 @@ def _message(msg: Any, i: int) -> Any:
     return msg
 
 
+def _materialize(messages: Any) -> list:
+    """The messages with vLLM's lazy iterables as lists (vllm_requests), an
+    item its request model refuses an HTTP 400 naming it."""
+    try:
+        return materialize_messages(messages)
+    except Qwen4ExpError as exc:
+        raise _refuse(str(exc), "messages") from None
+
+
 def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
     """(messages, options) for `tok.render_chat` from a request's messages and
     its chat_template_kwargs; VLLMValidationError for what the renderer cannot
@@ -127,8 +138,7 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
                       "continue_final_message")
     if kwargs.get("documents"):
         raise _refuse("documents are not part of the Qwen chat formats", "documents")
-    if not isinstance(messages, list):
-        messages = list(messages)
+    messages = _materialize(messages)
     options = {"add_generation_prompt": kwargs.get("add_generation_prompt", True)}
     tools = _tools(kwargs.get("tools"))
     if tools is not None:
@@ -174,6 +184,7 @@ class Qwen4ExpRenderer(BaseRenderer):
 
     def render_messages(self, messages, params):
         tok = self.get_tokenizer()
+        messages = _materialize(messages)
         media = _first_media_part(messages)
         if media is not None:
             raise self._media_refusal(*media)
