@@ -79,6 +79,10 @@ def _refuse_part(i: int, j: int, kind: Any, reason: str) -> VLLMValidationError:
     return _refuse(f"messages[{i}].content[{j}]: {kind!r} parts are not supported ({reason})", "messages")
 
 
+#: Content parts vLLM reads as text besides "text" (the Responses API's).
+_TEXT_PART_TYPES = frozenset({"input_text", "output_text"})
+
+
 def _message(msg: Any, i: int) -> Any:
     """One OpenAI message in render_chat's shape. vLLM hands the request's
     messages as dicts; `reasoning` (vLLM's and newer OpenAI clients' name) is
@@ -90,18 +94,23 @@ def _message(msg: Any, i: int) -> Any:
     if not isinstance(msg, dict):
         return msg  # render_chat names what is wrong with it
     content = msg.get("content")
+    renamed = False
     if isinstance(content, list):
         for j, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text":
+            if kind in _TEXT_PART_TYPES:
+                renamed = True
+            elif kind != "text":
                 # The 3.5+ formats would write an image's placeholder, but vLLM
                 # would get no image: refuse instead of prompting without it.
                 raise _refuse_part(i, j, kind, "the qwen4exp renderer passes text only")
     role = msg.get("role")
     reasoning = msg.get("reasoning")
-    if role != "developer" and reasoning is None:
+    if role != "developer" and reasoning is None and not renamed:
         return msg
     msg = dict(msg)
+    if renamed:  # the Responses API's input_text / output_text parts are text parts
+        msg["content"] = [{**p, "type": "text"} if p.get("type") in _TEXT_PART_TYPES else p for p in content]
     if role == "developer":
         msg["role"] = "system"
     if reasoning is not None:

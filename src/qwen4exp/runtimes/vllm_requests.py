@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qwen4exp.completion import CompletionParser
-from qwen4exp.errors import ChatFormatError
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError
 from qwen4exp.markers import Marker
 
 __all__ = ["Atoms", "materialize_messages", "output_parser"]
@@ -133,6 +133,9 @@ def output_parser(tok, chat, prompt_ids: Sequence[int] | None, tools: Any,
     opened = bool(prompt_ids is not None and atoms.reasoning_open(prompt_ids))
     if tools is not None:
         tools = [t.model_dump() if hasattr(t, "model_dump") else t for t in tools]
-    parser = tok.completion_parser(chat_format=tok.chat_format, tools=tools, in_reasoning=opened,
-                                   embedding_rows=rows)
+    try:
+        parser = tok.completion_parser(chat_format=tok.chat_format, tools=tools, in_reasoning=opened,
+                                       embedding_rows=rows)
+    except (Qwen4ExpError, TypeError, ValueError):  # tools of a shape the formats do not read
+        parser = tok.completion_parser(chat_format=tok.chat_format, in_reasoning=opened, embedding_rows=rows)
     return parser, opened
