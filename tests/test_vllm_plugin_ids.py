@@ -192,13 +192,32 @@ def test_iterator_fields_render_as_lists(pair):
     assert materialize_messages(iter(as_lists)) == as_lists
 
 
-def test_a_malformed_iterator_item_is_named():
-    def parts():
-        yield {"type": "text", "text": "ok"}
-        raise ValueError("1 validation error for ChatCompletionContentPartTextParam\ntext\n  Field required")
+def test_pydantic_iterators_and_a_malformed_item():
+    """pydantic validates an Iterable field as a ValidatorIterator that checks
+    each item as it is read (what vLLM's request models hand the renderer)."""
+    from typing import Iterable, Literal
 
-    with pytest.raises(ChatFormatError, match=r"messages\[1\]\.content\[1\] is malformed: 1 validation error"):
-        materialize_messages([{"role": "system", "content": "s"}, {"role": "user", "content": parts()}])
+    import pydantic  # transformers' dependency, and vLLM's
+    from typing_extensions import TypedDict  # pydantic's requirement before Python 3.12
+
+    class Part(TypedDict):
+        type: Literal["text"]
+        text: str
+
+    lazy = pydantic.TypeAdapter(Iterable[Part])
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    messages = materialize_messages([{"role": "user", "content": lazy.validate_python(parts)}])
+    assert messages == [{"role": "user", "content": parts}]
+    bad = lazy.validate_python([parts[0], {"type": "text"}])
+    with pytest.raises(ChatFormatError, match=r"^messages\[1\]\.content\[1\] is malformed: text: Field required$"):
+        materialize_messages([{"role": "system", "content": "s"}, {"role": "user", "content": bad}])
+
+    def failing():
+        yield parts[0]
+        raise ValueError("not a part\nmore")
+
+    with pytest.raises(ChatFormatError, match=r"^messages\[0\]\.tool_calls\[1\] is malformed: not a part$"):
+        materialize_messages([{"role": "assistant", "tool_calls": failing()}])
 
 
 def test_parser_flags_are_checked_before_the_model_loads():

@@ -37,10 +37,23 @@ def _materialized(value: Any, where: str) -> Any:
         for item in value:
             items.append(item)
     except Exception as exc:  # noqa: BLE001 - the validator's error, whatever its class
-        reason = str(exc).strip().splitlines()
-        raise ChatFormatError(f"{where}[{len(items)}] is malformed"
-                              + (f": {' '.join(reason[:3])}" if reason else "")) from None
+        raise ChatFormatError(f"{where}[{len(items)}] is malformed: {_reason(exc)}") from None
     return items
+
+
+def _reason(exc: Exception) -> str:
+    """What a validator says is wrong with an item: pydantic's first error as
+    `field: message` (its own type names left out), else the first line."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            field = [str(k) for k in first.get("loc", ()) if isinstance(k, str)][-1:]
+            return ": ".join([*field, str(first.get("msg", exc))])
+        except Exception:  # noqa: BLE001 - not pydantic's shape after all
+            pass
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def materialize_messages(messages: Any) -> list:
