@@ -76,6 +76,26 @@ def test_padded_rows_decode_to_nothing_as_in_transformers(pair):
     assert plugin.convert_ids_to_tokens(np.array(padded[:3])) == hf.convert_ids_to_tokens(padded[:3])
 
 
+def test_decode_stream_takes_padded_rows(pair):
+    """tok.decode_stream(embedding_rows=...): each step's text, joined, is
+    transformers' decode of the ids (padded rows spell nothing)."""
+    plugin, hf, rows = pair
+    tok = plugin.qwen4exp_tokenizer
+    padded = _padded(plugin, rows)
+    ids = _interleaved(hf.encode(TEXT) + sorted(plugin.get_added_vocab().values())[:3], padded)
+    for skip in (False, True):
+        stream = tok.decode_stream(skip_special=skip, embedding_rows=rows)
+        text = "".join(stream.step(i) for i in ids) + stream.flush()
+        assert text == hf.decode(ids, skip_special_tokens=skip)
+        assert stream.padded == sum(i in padded for i in ids)
+    stream = tok.decode_stream(embedding_rows=rows)
+    stream.step(padded[0])
+    with pytest.raises(Qwen4ExpError, match=f"id {rows} at index 1 "):
+        stream.step(rows)  # past the model's rows: the documented error
+    with pytest.raises(Qwen4ExpError, match=f"id {padded[0]} at index 0 "):
+        tok.decode_stream().step(padded[0])  # without embedding_rows, as before
+
+
 def _prompt(tok, **options):
     return tok.render_chat([{"role": "user", "content": "hi"}], add_generation_prompt=True, **options)
 

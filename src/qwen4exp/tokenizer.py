@@ -26,7 +26,7 @@ from ._faults import InitFault
 from .loading import arrays_sha256, bundled_arrays, compiled_file
 from .token_buffer import TokenBuffer
 from .completion import CompletionParser, parse_all
-from .decode_stream import DecodeStream, IdTables
+from .decode_stream import DecodeStream, IdTables, PaddedRowsDecodeStream
 from .masks import EncodedChat, chat_masks
 from .errors import (
     ChatFormatError,
@@ -394,10 +394,18 @@ class Tokenizer:
 
     # -- the output side (docs/FORMAT.md, section 11) ---------------------------
 
-    def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
-        """A streaming decoder: `step(id)` returns the text completed by that id."""
+    def decode_stream(self, *, skip_special: bool = False, embedding_rows: int | None = None) -> DecodeStream:
+        """A streaming decoder: `step(id)` returns the text completed by that id.
+        With `embedding_rows` (the model's), an id past the vocabulary below it
+        (a padded embedding row) spells nothing, as in HF's decode."""
         tables = self._id_tables()
-        return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
+        table = tables.skip if skip_special else tables.text
+        if embedding_rows is None:
+            return DecodeStream(table, n_vocab=tables.n_vocab, _internal=True)
+        if isinstance(embedding_rows, bool) or not isinstance(embedding_rows, int):
+            raise TypeError(f"embedding_rows must be an int or None, not {type(embedding_rows).__name__}")
+        return PaddedRowsDecodeStream(table, n_vocab=tables.n_vocab, rows=(self.vocab_size, embedding_rows),
+                                      _internal=True)
 
     def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                           tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None,
