@@ -232,11 +232,17 @@ def test_parse_completion_returns_a_parsed_completion(tok):
         seen |= set(message)
         for part in ("tool_calls", "invalid_tool_calls", "errors"):
             seen |= {f"{part}.{k}" for item in message.get(part, ()) for k in item}
+    # an id of a model's padded embedding rows (embedding_rows=): notes
+    ids = [tok.vocab_size, *_completion_ids(tok, prompt, _completions()[0])]
+    message = tok.parse_completion(ids, prompt, embedding_rows=tok.vocab_size + 1)
+    assert _conforms(message, shapes.ParsedCompletion), message
+    seen |= set(message) | {f"notes.{k}" for item in message["notes"] for k in item}
     # every key the shapes name came back from some real completion
     want = set(typing.get_type_hints(shapes.ParsedCompletion))
     want |= {f"tool_calls.{k}" for k in typing.get_type_hints(shapes.ToolCall)}
     want |= {f"invalid_tool_calls.{k}" for k in typing.get_type_hints(shapes.InvalidToolCall)}
     want |= {f"errors.{k}" for k in typing.get_type_hints(shapes.CompletionError)}
+    want |= {f"notes.{k}" for k in typing.get_type_hints(shapes.CompletionNote)}
     assert seen == want
 
 

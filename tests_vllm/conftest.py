@@ -68,10 +68,20 @@ def qwen_tokenizers(folders) -> dict:
     return {v: qwen4exp.Tokenizer.from_pretrained(path) for v, path in folders.items()}
 
 
+#: Ports to serve on, "FIRST-LAST" (a machine shared with other servers); unset: any free one.
+PORT_RANGE_ENV = "QWEN4EXP_VLLM_PORTS"
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    first, _, last = os.environ.get(PORT_RANGE_ENV, "0-0").partition("-")
+    for port in range(int(first), int(last or first) + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError(f"no free port in ${PORT_RANGE_ENV}={os.environ[PORT_RANGE_ENV]}")
 
 
 class Server:
@@ -115,6 +125,28 @@ class Server:
         r = self.http.post(self.url + path, json={"model": "m", **body}, timeout=300)
         return r.status_code, r.json()
 
+    def alive(self) -> bool:
+        """Whether the server still answers GET /health with 200."""
+        import requests
+
+        try:
+            return self.proc.poll() is None and self.http.get(self.url + "/health", timeout=30).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def events(self, path: str, body: dict) -> tuple[int, list[dict]]:
+        """(status, the JSON data lines) of a streamed request to `path`; the
+        error body as the one item when the status is not 200."""
+        r = self.http.post(self.url + path, timeout=300, stream=True,
+                           json={"model": "m", "stream": True, **body})
+        if r.status_code != 200:
+            return r.status_code, [r.json()]
+        items = []
+        for line in r.iter_lines():
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                items.append(json.loads(line[len(b"data: "):]))
+        return 200, items
+
     def chat(self, body: dict) -> dict:
         status, reply = self.post("/v1/chat/completions", {"return_token_ids": True, **body})
         assert status == 200, reply
@@ -146,8 +178,11 @@ class Server:
         self._log.close()
 
 
-@pytest.fixture(scope="module", params=VOCABULARIES)
+@pytest.fixture(scope="session", params=VOCABULARIES)
 def server(request, folders, tmp_path_factory):
+    """One server per vocabulary for the whole run (a start takes minutes):
+    pytest groups the tests of every module by vocabulary, and stops one
+    server before it starts the next."""
     vocabulary = request.param
     log = tmp_path_factory.mktemp("logs") / f"vllm-{vocabulary}.log"
     srv = Server(folders[vocabulary], vocabulary, str(log))

@@ -80,6 +80,24 @@ def test_parser_composition(folders):
     assert not issubclass(other, Qwen4ExpParser)  # every other combination is vLLM's own
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--tokenizer-mode", "qwen4exp", "--enable-auto-tool-choice", "--tool-call-parser", "qwen4exp"],
+     "--tool-call-parser qwen4exp needs --reasoning-parser qwen4exp"),
+    (["--tokenizer-mode", "qwen4exp", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+      "--reasoning-parser", "qwen4exp"], "cannot be combined with hermes"),
+])
+def test_wrong_parser_flags_stop_the_server_before_the_model_loads(folders, flags, says):
+    """The API server validates its arguments before it starts the engine:
+    wrong parser flags end it there, with one line and no traceback."""
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folders["qwen3"],
+           "--load-format", "dummy", "--host", "127.0.0.1", "--port", "0", *flags]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("qwen4exp: ") and says in last, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr and "EngineCore" not in run.stderr + run.stdout
+
+
 # -- the tokenizer against transformers' -------------------------------------------
 
 @pytest.fixture(scope="module", params=VOCABULARIES)
@@ -126,6 +144,38 @@ def test_tokenizer_decodes_like_transformers(pair):
     assert ours.convert_ids_to_tokens(ids, skip_special_tokens=True) == [
         t for i, t in zip(ids, hf.convert_ids_to_tokens(ids)) if i not in flagged]
     assert ours.decode(atoms[0]) == hf.decode(atoms[0])
+
+
+def test_vllms_detokenizers_take_padded_rows_as_the_hf_mode_does(pair, folders):
+    """vLLM hands its tokenizer every id the model's rows allow (the padded
+    embedding: 151,936 rows for 151,669 ids) in logprobs, echo and output
+    detokenizing; a raise there stops the server. Each of vLLM's own helpers
+    gives what it gives with the hf mode's tokenizer of the same folder."""
+    from vllm.tokenizers.detokenizer_utils import convert_ids_list_to_tokens, detokenize_incrementally
+
+    ours, _ = pair
+    vocab = next(v for v, f in folders.items() if f == ours.name_or_path)
+    hf = get_tokenizer(folders[vocab], tokenizer_mode="hf")
+    from _model_folders import MODEL_VOCAB_SIZE
+
+    padded = list(range(len(ours), MODEL_VOCAB_SIZE[vocab]))
+    atoms = sorted(ours.get_added_vocab().values())
+    text = hf.encode("héllo 你好", add_special_tokens=False)
+    ids = [padded[0], *text[:2], padded[1], *text[2:], atoms[0], padded[-1]]
+    assert convert_ids_list_to_tokens(ours, padded + ids) == convert_ids_list_to_tokens(hf, padded + ids)
+    for skip in (False, True):
+        assert ours.decode(padded + ids, skip_special_tokens=skip) == hf.decode(padded + ids,
+                                                                               skip_special_tokens=skip)
+        states = {}
+        for name, tok in (("ours", ours), ("hf", hf)):
+            prev, prefix, read, out = None, 0, 0, []
+            for k in range(1, len(ids) + 1):
+                new, piece, prefix, read = detokenize_incrementally(tok, ids[:k], prev, prefix, read,
+                                                                    skip_special_tokens=skip)
+                prev = new if prev is None else prev + new
+                out.append(piece)
+            states[name] = "".join(out)
+        assert states["ours"] == states["hf"]
 
 
 def test_structured_output_backend_reads_the_tokenizer(pair):

@@ -37,6 +37,7 @@ __all__ = [
     "ToolCall",
     "InvalidToolCall",
     "CompletionError",
+    "CompletionNote",
     "ParsedCompletion",
     "DeltaFunction",
     "DeltaToolCall",
@@ -207,10 +208,18 @@ class _ParsedCompletionBase(TypedDict):
     tool_calls: List[ToolCall]
 
 
-class ParsedCompletion(_ParsedCompletionBase, total=False):
-    """`Tokenizer.parse_completion` and `CompletionParser.finish()`: the two
-    last keys only when something was wrong."""
+class CompletionNote(TypedDict):
+    position: int  # index into the ids
+    id: int  # a row of the model's padded embedding (embedding_rows=)
+    note: str
 
+
+class ParsedCompletion(_ParsedCompletionBase, total=False):
+    """`Tokenizer.parse_completion` and `CompletionParser.finish()`: `notes`
+    only for ids of a padded embedding (embedding_rows=), the two last keys
+    only when something was wrong."""
+
+    notes: List[CompletionNote]
     invalid_tool_calls: List[InvalidToolCall]
     errors: List[CompletionError]
 

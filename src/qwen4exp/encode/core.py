@@ -46,6 +46,9 @@ class HasCore(Protocol):
     @property
     def atoms(self) -> Mapping[str, int]: ...
 
+    @property
+    def vocab_size(self) -> int: ...
+
     def decode(self, ids: Any, *, skip_special: bool = False) -> str: ...
 
 

@@ -22,7 +22,7 @@ from qwen4exp.vocab.loading import bundled_arrays, compiled_file
 from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, TokenizerCore, thread_count as _thread_count
 from qwen4exp.encode.token_buffer import TokenBuffer
 from qwen4exp.parse.completion import CompletionParser, parse_all
-from qwen4exp.parse.decode_stream import DecodeStream
+from qwen4exp.parse.decode_stream import DecodeStream, PaddedRowsDecodeStream
 from qwen4exp.encode.masks import EncodedChat, chat_masks
 from qwen4exp.errors import SegmentError, VocabularyError, fault_error, id_error, surrogate_error
 from qwen4exp.render.segments import Kind, RenderedChat, Segment
@@ -247,29 +247,42 @@ class Tokenizer:
 
     # -- the output side (docs/FORMAT.md, section 11) ---------------------------
 
-    def decode_stream(self, *, skip_special: bool = False) -> DecodeStream:
-        """A streaming decoder: `step(id)` returns the text completed by that id."""
+    def decode_stream(self, *, skip_special: bool = False, embedding_rows: int | None = None) -> DecodeStream:
+        """A streaming decoder: `step(id)` returns the text completed by that id.
+        With `embedding_rows` (the model's), an id past the vocabulary below it
+        (a padded embedding row) spells nothing, as in HF's decode."""
         tables = self.core.id_tables()
-        return DecodeStream(tables.skip if skip_special else tables.text, n_vocab=tables.n_vocab, _internal=True)
+        table = tables.skip if skip_special else tables.text
+        if embedding_rows is None:
+            return DecodeStream(table, n_vocab=tables.n_vocab, _internal=True)
+        if isinstance(embedding_rows, bool) or not isinstance(embedding_rows, int):
+            raise TypeError(f"embedding_rows must be an int or None, not {type(embedding_rows).__name__}")
+        return PaddedRowsDecodeStream(table, n_vocab=tables.n_vocab, rows=(self.vocab_size, embedding_rows),
+                                      _internal=True)
 
     def completion_parser(self, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
                           tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None,
-                          calls_in_reasoning: str = "text") -> CompletionParser:
+                          calls_in_reasoning: str = "text", embedding_rows: int | None = None) -> CompletionParser:
         """A streaming parser of the ids a model generates after `prompt` (a
         RenderedChat rendered with add_generation_prompt=True, which gives the
         chat format, the tools and whether reasoning is open; the keywords
-        override it): `feed(ids) -> [Delta]`, `finish() -> dict`."""
+        override it): `feed(ids) -> [Delta]`, `finish() -> dict`. With
+        `embedding_rows` (the model's), ids past the vocabulary below it spell
+        nothing and are listed in the message's `notes`."""
         return CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
-                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+                                in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
+                                embedding_rows=embedding_rows)
 
     def parse_completion(self, ids: Iterable[int], prompt: RenderedChat | None = None, *,
                          chat_format: str | None = None, tools: Sequence[ToolLike] | None = None,
-                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> ParsedCompletion:
+                         in_reasoning: bool | None = None, calls_in_reasoning: str = "text",
+                         embedding_rows: int | None = None) -> ParsedCompletion:
         """The assistant message (OpenAI style: role, content, reasoning_content,
         tool_calls with ids and typed arguments) that generated ids spell after
         `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
         return parse_all(self, ids, prompt, chat_format=chat_format, tools=tools,
-                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning)
+                         in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
+                         embedding_rows=embedding_rows)
 
     def flush_cache(self) -> None:
         """Forget the words the caches learned: each goes back to the token

@@ -27,8 +27,13 @@ the keywords override it. Without either, the format is Qwen3's and nothing
 is open.
 
 Bad output never raises and never loses text (ids that are not in the
-vocabulary raise `Qwen4ExpError`, and a failed `feed` changes nothing). The
-message has the four OpenAI keys, and only when something was wrong:
+vocabulary raise `Qwen4ExpError`, and a failed `feed` changes nothing). With
+`embedding_rows` (the model's embedding rows, often more than the tokenizer's
+ids: Qwen3 has 151,936 for 151,669), an id from the tokenizer's `vocab_size`
+up to that bound is the model's to write: it spells nothing, as in HF, and is
+listed in the message's ``notes`` (``[{"position", "id", "note"}]``). The
+message has the four OpenAI keys, ``notes`` when there are any, and only
+when something was wrong:
 
 * ``invalid_tool_calls``: ``[{"index", "text", "error"}]``, a tool call whose
   body cannot be read or is cut off; ``text`` is the whole body, ``index`` its
@@ -47,6 +52,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from qwen4exp._native._stream import ATOM_ACTIONS, Delta, ParserCore
 from qwen4exp.errors import Qwen4ExpError, id_error
@@ -54,7 +62,6 @@ from qwen4exp.markers import Marker
 from qwen4exp.render.segments import Kind, RenderedChat
 from qwen4exp.shapes import ParsedCompletion, ToolLike
 from qwen4exp.parse.tool_calls import CallContext
-
 from qwen4exp.encode.core import HasCore
 
 __all__ = ["CompletionParser", "Delta", "CALLS_IN_REASONING"]
@@ -90,8 +97,16 @@ class CompletionParser(ParserCore):
 
     __slots__ = ("_n_vocab", "_rerender")
 
+    def __new__(cls, *args: Any, embedding_rows: int | None = None, **kwargs: Any) -> "CompletionParser":
+        # The padded rows' bookkeeping is a subclass, so that the per-id feed()
+        # of a parser without it stays the native one.
+        if embedding_rows is not None and cls is CompletionParser:
+            cls = PaddedRowsParser
+        return super().__new__(cls)
+
     def __init__(self, tok: HasCore, prompt: RenderedChat | None = None, *, chat_format: str | None = None,
-                 tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text") -> None:
+                 tools: Sequence[ToolLike] | None = None, in_reasoning: bool | None = None, calls_in_reasoning: str = "text",
+                 embedding_rows: int | None = None) -> None:
         if prompt is not None and not isinstance(prompt, RenderedChat):
             raise TypeError(f"prompt must be a RenderedChat (render_chat(..., add_generation_prompt=True)), "
                             f"not {type(prompt).__name__}")
@@ -133,6 +148,12 @@ class CompletionParser(ParserCore):
             in_reasoning, lead, 2 if xml else 1, calls_in_reasoning == "call",
         )
         self._n_vocab = tables.n_vocab
+        if embedding_rows is not None:
+            if isinstance(embedding_rows, bool) or not isinstance(embedding_rows, int):
+                raise TypeError(f"embedding_rows must be an int or None, not {type(embedding_rows).__name__}")
+            if not isinstance(self, PaddedRowsParser):  # a subclass of CompletionParser's own
+                raise TypeError(f"{type(self).__name__} does not take embedding_rows")
+            self._rows = (tok.vocab_size, max(embedding_rows, tok.vocab_size))
 
     def __copy__(self) -> "CompletionParser":
         copy = super().__copy__()
@@ -152,6 +173,98 @@ class CompletionParser(ParserCore):
 
     def _finished(self) -> Exception:
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
+
+
+class PaddedRowsParser(CompletionParser):
+    """A CompletionParser with `embedding_rows`: ids from the tokenizer's
+    vocab_size up to the model's rows spell nothing (HF decodes them to "")
+    and are listed in the message's `notes`. The native parser is fed the
+    other ids (the padded ones change none of its state), and the positions
+    it reports are mapped back to the ids as given."""
+
+    __slots__ = ("_rows", "_padded", "_padded_ids", "_fed", "_noted", "_pending")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._padded: list[int] = []  # positions (in the ids as given) of padded ids
+        self._padded_ids: list[int] = []
+        self._fed = 0  # ids given so far, padded ones included
+        self._noted = False
+        self._pending: Sequence[int] = ()  # a feed's padded positions, for its errors
+        super().__init__(*args, **kwargs)
+
+    def __copy__(self) -> "PaddedRowsParser":
+        copy = super().__copy__()
+        assert isinstance(copy, PaddedRowsParser)
+        copy._rows, copy._fed, copy._noted, copy._pending = self._rows, self._fed, self._noted, ()
+        copy._padded, copy._padded_ids = list(self._padded), list(self._padded_ids)
+        return copy
+
+    def _split(self, ids: Any) -> tuple[Any, list[int], list[int]]:
+        """(the ids without padded ones, their positions in `ids`, the padded
+        ids); anything that is not ints is passed on for the native checks."""
+        low, high = self._rows
+        if isinstance(ids, np.ndarray):
+            if ids.ndim != 1 or ids.dtype.kind not in "iu" or not len(ids):
+                return ids, [], []
+            padded = (ids >= low) & (ids < high)
+            if not padded.any():
+                return ids, [], []
+            where = np.flatnonzero(padded)
+            return ids[~padded], where.tolist(), ids[where].tolist()
+        if isinstance(ids, (int, np.integer)) and not isinstance(ids, (bool, np.bool_)):
+            return ((), [0], [int(ids)]) if low <= ids < high else (ids, [], [])
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            return ids, [], []
+        ids = list(ids)
+        at = [k for k, i in enumerate(ids)
+              if type(i) is int and low <= i < high
+              or isinstance(i, np.integer) and low <= int(i) < high]
+        if not at:
+            return ids, [], []
+        skip = set(at)
+        return [i for k, i in enumerate(ids) if k not in skip], at, [int(ids[k]) for k in at]
+
+    def _given(self, position: int, pending: Sequence[int] = ()) -> int:
+        """The position in the ids as given of the native parser's `position`."""
+        for s in (*self._padded, *pending):  # sorted: padded positions only grow
+            if s <= position:
+                position += 1
+            else:
+                break
+        return position
+
+    def feed(self, ids: Any) -> list[Delta]:
+        kept, at, padded = self._split(ids)
+        if not at:
+            out = CompletionParser.feed(self, kept)
+            self._fed += 1 if isinstance(kept, (int, np.integer)) else len(kept)
+            return out
+        pending = [self._fed + k for k in at]
+        self._pending = pending
+        try:
+            out = CompletionParser.feed(self, kept)  # raises, changing nothing, for a bad id
+        finally:
+            self._pending = ()
+        self._padded += pending
+        self._padded_ids += padded
+        self._fed += len(kept) + len(at)
+        return out
+
+    def _bad_id(self, id, index: int) -> Exception:
+        return id_error(id, self._given(index, self._pending), self._where, self._n_vocab)
+
+    def finish(self) -> ParsedCompletion:
+        msg = CompletionParser.finish(self)
+        if not self._noted:
+            self._noted = True
+            for error in msg.get("errors", ()):
+                error["position"] = self._given(error["position"])
+            if self._padded:
+                msg["notes"] = [{"position": k, "id": i,
+                                 "note": f"id {i} is a row of the model's embedding past the tokenizer's "
+                                         f"{self._rows[0]} ids: it spells nothing"}
+                                for k, i in zip(self._padded, self._padded_ids)]
+        return msg
 
 
 def parse_all(tok: HasCore, ids, prompt: RenderedChat | None = None, **options) -> ParsedCompletion:

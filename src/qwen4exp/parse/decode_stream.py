@@ -26,7 +26,7 @@ import numpy as np
 from qwen4exp._native._stream import DecodeStreamCore
 from qwen4exp.errors import id_error
 
-__all__ = ["DecodeStream"]
+__all__ = ["DecodeStream", "PaddedRowsDecodeStream"]
 
 
 class DecodeStream(DecodeStreamCore):
@@ -49,6 +49,31 @@ class DecodeStream(DecodeStreamCore):
 
     def _bad_id(self, id, index: int) -> Exception:  # called by the native step()
         return id_error(id, index, "step()", self._n_vocab)
+
+
+class PaddedRowsDecodeStream(DecodeStream):
+    """`Tokenizer.decode_stream(embedding_rows=...)`: an id from the
+    tokenizer's vocab_size up to the model's embedding rows (a padded row)
+    spells nothing, as in HF's decode; `padded` counts them. A subclass, so
+    that a plain stream's step() stays the native one."""
+
+    __slots__ = ("_rows", "padded")
+
+    def __init__(self, table: list, *, n_vocab: int = 0, rows: tuple[int, int] = (0, 0),
+                 _internal: bool = False) -> None:
+        super().__init__(table, n_vocab=n_vocab, _internal=_internal)
+        self._rows = rows
+        self.padded = 0  # padded-row ids stepped so far
+
+    def step(self, id) -> str:
+        low, high = self._rows
+        if isinstance(id, (int, np.integer)) and not isinstance(id, (bool, np.bool_)) and low <= id < high:
+            self.padded += 1
+            return ""
+        return DecodeStreamCore.step(self, id)
+
+    def _bad_id(self, id, index: int) -> Exception:  # `index` counts the ids the native step saw
+        return id_error(id, index + self.padded, "step()", self._n_vocab)
 
 
 class IdTables:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import qwen4exp
+from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.vocab.pretrained import read_folder_json
 from qwen4exp.render.segments import SegmentBuilder
 
@@ -76,6 +77,58 @@ def register() -> None:
     from qwen4exp.runtimes.vllm_parse import install_parser_composition
 
     install_parser_composition(MODE)
+    _install_startup_check()
+
+
+def parser_flags_problem(tool_parser: str | None, reasoning_parser: str | None, auto_tools: bool,
+                         tokenizer_mode: str | None) -> str | None:
+    """What is wrong with a server's parser flags for the qwen4exp parser (one
+    line), or None. The one parser reads reasoning and tool calls together
+    (docs/RUNTIMES.md, "The reply")."""
+    tool_parser, reasoning_parser = tool_parser or None, reasoning_parser or None
+    if MODE not in (tool_parser, reasoning_parser):
+        return None
+    others = sorted(p for p in {tool_parser, reasoning_parser} if p is not None and p != MODE)
+    if others:
+        return (f"--tool-call-parser {tool_parser} and --reasoning-parser {reasoning_parser}: the qwen4exp "
+                f"parser reads reasoning and tool calls together and cannot be combined with {others[0]}; "
+                f"use --tool-call-parser {MODE} --reasoning-parser {MODE}")
+    if tool_parser == MODE and auto_tools and reasoning_parser is None:
+        return (f"--tool-call-parser {MODE} needs --reasoning-parser {MODE} (the qwen4exp parser reads "
+                "reasoning and tool calls together)")
+    if tokenizer_mode not in _TOKENIZER_CLASSES:
+        return (f"the qwen4exp parsers read the qwen4exp tokenizer's ids: add --tokenizer-mode {MODE} "
+                f"(not {tokenizer_mode or 'auto'})")
+    return None
+
+
+def _install_startup_check() -> None:
+    """Refuse wrong parser flags before the model loads: vLLM builds its
+    parsers only once the engine is up (minutes later), and the failure
+    there is a traceback. The API server validates its arguments in
+    `vllm.entrypoints.launchers.launcher.validate_api_server_args`, before
+    it starts the engine; the check runs there (only in the process that has
+    that module loaded: the API server's, where vLLM loads plugins while it
+    builds its argument parser)."""
+    import sys
+
+    launcher = sys.modules.get("vllm.entrypoints.launchers.launcher")
+    validate = getattr(launcher, "validate_api_server_args", None)
+    if validate is None or getattr(validate, "_qwen4exp", False):
+        return
+
+    def validate_api_server_args(args, *rest, **kwargs):
+        outputs = getattr(args, "structured_outputs_config", None)
+        reasoning = getattr(outputs, "reasoning_parser", None) or getattr(args, "reasoning_parser", None)
+        problem = parser_flags_problem(getattr(args, "tool_call_parser", None), reasoning,
+                                       bool(getattr(args, "enable_auto_tool_choice", False)),
+                                       getattr(args, "tokenizer_mode", None))
+        if problem is not None:
+            raise SystemExit(f"qwen4exp: {problem}")  # one line, no traceback, before the model loads
+        return validate(args, *rest, **kwargs)
+
+    validate_api_server_args._qwen4exp = True  # type: ignore[attr-defined]
+    setattr(launcher, "validate_api_server_args", validate_api_server_args)
 
 
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
@@ -307,14 +360,29 @@ class Qwen4ExpTokenizer:
         return self.qwen4exp_tokenizer.decode(ids)
 
     def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False) -> str:
+        """Text of the ids, as HF decodes them: an id without a spelling (a row
+        of the model's padded embedding: vLLM hands decode output and logprob
+        ids up to the model's vocab_size) spells nothing. Never raises for an
+        id: it runs inside vLLM's output handler, whose failure stops the server."""
         if isinstance(ids, int):
             ids = [ids]
-        return self.qwen4exp_tokenizer.decode(ids, skip_special=skip_special_tokens)
+        tok = self.qwen4exp_tokenizer
+        n = tok.vocab_size
+        ids = [int(i) for i in ids]
+        if any(not 0 <= i < n for i in ids):
+            ids = [i for i in ids if 0 <= i < n]
+        try:
+            return tok.decode(ids, skip_special=skip_special_tokens)
+        except Qwen4ExpError:  # an id in a gap of a from_file vocabulary's ids
+            spell = tok.id_to_token
+            return tok.decode([i for i in ids if spell(i) is not None], skip_special=skip_special_tokens)
 
     def batch_decode(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
 
     def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str | None]:
+        """Spelling of each id; None for an id without one (a padded embedding
+        row), as transformers' fast tokenizer gives (vLLM reads None as "")."""
         spell = self.qwen4exp_tokenizer.id_to_token
         special = self._special_set if skip_special_tokens else ()
         return [spell(int(i)) for i in ids if int(i) not in special]

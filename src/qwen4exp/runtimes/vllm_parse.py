@@ -43,6 +43,8 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 from qwen4exp.markers import Marker
 
 from qwen4exp.runtimes.vllm_render import render_request
+from qwen4exp.runtimes.vllm_requests import Atoms as _Atoms
+from qwen4exp.runtimes.vllm_requests import output_parser
 
 __all__ = ["Qwen4ExpParser", "Qwen4ExpReasoningParser", "Qwen4ExpToolParser", "install_parser_composition"]
 
@@ -58,49 +60,6 @@ def _qwen4exp(tokenizer) -> Any:
         raise TypeError("the qwen4exp parsers need --tokenizer-mode qwen4exp, not a "
                         f"{type(tokenizer).__name__}")
     return tok
-
-
-class _Atoms:
-    """The atom ids the parsers look for."""
-
-    def __init__(self, tok) -> None:
-        atoms = tok.atoms
-        self.think = atoms[Marker.THINK.value]
-        self.think_end = atoms[Marker.THINK_END.value]
-        self.boundaries = frozenset(atoms[m.value] for m in (Marker.IM_START, Marker.IM_END))
-        self.atom_ids = frozenset(atoms.values())
-        self.tool_call_end = atoms[Marker.TOOL_CALL_END.value]
-        self.stops = frozenset(atoms[m.value] for m in (Marker.IM_END, Marker.END_OF_TEXT))
-
-    def reasoning_open(self, ids: Sequence[int]) -> bool | None:
-        """Whether `ids` (a prompt, or a prompt and output) leave reasoning
-        open at their end: True after a THINK of the last turn, False after its
-        THINK_END, None when the last turn has neither."""
-        think, end, bounds = self.think, self.think_end, self.boundaries
-        for i in reversed(ids):
-            if i == end:
-                return False
-            if i == think:
-                return True
-            if i in bounds:
-                return None
-        return None
-
-    def reasoning_tokens(self, ids: Sequence[int], open_at_start: bool) -> int:
-        """Output ids of the reasoning block (the prompt's open one, or a THINK
-        before any text), its THINK and THINK_END excluded, up to the end of
-        the reply."""
-        inside, text_seen, count = open_at_start, False, 0
-        for i in ids:
-            if inside:
-                if i == self.think_end or i in self.stops:
-                    return count
-                count += 1
-            elif i == self.think and not text_seen:
-                inside = True
-            elif i not in self.atom_ids:
-                text_seen = True
-        return count
 
 
 class Qwen4ExpReasoningParser(ReasoningParser):
@@ -193,6 +152,13 @@ class Qwen4ExpParser(Parser):
         self._pending: dict[int, list] = {}  # parse_delta: the parser's call index -> its deltas so far
         self._sent_calls = 0
         self._opens_reasoning = False
+        # The model's embedding rows: ids past the tokenizer's below it are the
+        # model's to write (Qwen3: 151,936 rows for 151,669 ids).
+        rows = getattr(model_config, "get_vocab_size", None)
+        try:
+            self._embedding_rows: int | None = int(rows()) if rows is not None else None
+        except Exception:  # noqa: BLE001 - a config without one: any row is allowed
+            self._embedding_rows = None
 
     # -- the prompt --------------------------------------------------------------
 
@@ -200,29 +166,34 @@ class Qwen4ExpParser(Parser):
         self._prompt_ids = list(prompt_token_ids)
 
     def _completion_parser(self, request):
-        """A CompletionParser for the output after this request's prompt: the
-        request rendered again when that gives exactly the ids the model was
-        fed, else the format and tools with reasoning read from the prompt ids."""
+        """A CompletionParser for the output after this request's prompt
+        (vllm_requests.output_parser): the request rendered again when that
+        gives exactly the ids the model was fed, else the format and tools
+        with reasoning read from the prompt ids."""
         tok, ids = self._tok, self._prompt_ids
         kwargs = dict(self._kwargs)
         tools = getattr(request, "tools", None)
         if tools is not None and "tools" not in kwargs:
             kwargs["tools"] = tools
         messages = getattr(request, "messages", None)
+        chat = None
         if messages is not None:
             try:
                 chat, rendered = render_request(self._vllm_tokenizer, messages, kwargs)
             except Exception:  # noqa: BLE001 - the prompt came from elsewhere: fall back below
                 chat, rendered = None, None
-            if chat is not None and (ids is None or rendered == ids):
-                self._opens_reasoning = chat.opens_reasoning
-                return tok.completion_parser(chat)
-        opened = bool(ids is not None and self._atoms.reasoning_open(ids))
-        self._opens_reasoning = opened
-        tool_schemas = None
-        if tools is not None:
-            tool_schemas = [t.model_dump() if hasattr(t, "model_dump") else t for t in tools]
-        return tok.completion_parser(chat_format=tok.chat_format, tools=tool_schemas, in_reasoning=opened)
+            if chat is not None and ids is not None and rendered != ids:
+                chat = None
+        parser, self._opens_reasoning = output_parser(tok, chat, ids, tools, self._embedding_rows)
+        return parser
+
+    def _noted(self, message: dict) -> None:
+        """Log the ids of the model's padded rows the reply had (they spell nothing)."""
+        notes = message.get("notes")
+        if notes:
+            logger.info("qwen4exp: the reply has %d id(s) of the model's padded embedding rows (past the "
+                        "tokenizer's %d ids, e.g. %d); they spell nothing", len(notes),
+                        self._tok.vocab_size, notes[0]["id"])
 
     def _calls_wanted(self, request, enable_auto_tools: bool = True) -> bool:
         return (self._tool_parser is not None and enable_auto_tools
@@ -238,6 +209,7 @@ class Qwen4ExpParser(Parser):
         parser = self._completion_parser(request)
         parser.feed(list(model_output_token_ids))
         message = parser.finish()
+        self._noted(message)
         calls = None
         if message["tool_calls"] and self._calls_wanted(request, enable_auto_tools):
             calls = [FunctionCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
@@ -273,6 +245,7 @@ class Qwen4ExpParser(Parser):
         calls: list[DeltaToolCall] = []
         if finished:
             message = stream.finish()
+            self._noted(message)
             # Held text (final newlines of a cut-off reply) is only in the message.
             for kind, key in (("content", "content"), ("reasoning", "reasoning_content")):
                 sent = self._streamed[kind] + "".join(texts[kind])

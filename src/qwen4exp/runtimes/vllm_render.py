@@ -22,6 +22,8 @@ from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.formats import OPTION_NAMES
 from qwen4exp.formats import chat_format as format_named
 
+from qwen4exp.runtimes.vllm_requests import materialize_messages
+
 __all__ = ["Qwen4ExpRenderer", "render_request", "render_arguments"]
 
 
@@ -77,6 +79,10 @@ def _refuse_part(i: int, j: int, kind: Any, reason: str) -> VLLMValidationError:
     return _refuse(f"messages[{i}].content[{j}]: {kind!r} parts are not supported ({reason})", "messages")
 
 
+#: Content parts vLLM reads as text besides "text" (the Responses API's).
+_TEXT_PART_TYPES = frozenset({"input_text", "output_text"})
+
+
 def _message(msg: Any, i: int) -> Any:
     """One OpenAI message in render_chat's shape. vLLM hands the request's
     messages as dicts; `reasoning` (vLLM's and newer OpenAI clients' name) is
@@ -88,18 +94,24 @@ def _message(msg: Any, i: int) -> Any:
     if not isinstance(msg, dict):
         return msg  # render_chat names what is wrong with it
     content = msg.get("content")
+    renamed = False
     if isinstance(content, list):
         for j, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text":
+            if kind in _TEXT_PART_TYPES:
+                renamed = True
+            elif kind != "text":
                 # The 3.5+ formats would write an image's placeholder, but vLLM
                 # would get no image: refuse instead of prompting without it.
                 raise _refuse_part(i, j, kind, "the qwen4exp renderer passes text only")
     role = msg.get("role")
     reasoning = msg.get("reasoning")
-    if role != "developer" and reasoning is None:
+    if role != "developer" and reasoning is None and not renamed:
         return msg
     msg = dict(msg)
+    if renamed:  # the Responses API's input_text / output_text parts are text parts
+        msg["content"] = [{**p, "type": "text"} if p.get("type") in _TEXT_PART_TYPES else p
+                          for p in content or ()]
     if role == "developer":
         msg["role"] = "system"
     if reasoning is not None:
@@ -110,6 +122,15 @@ def _message(msg: Any, i: int) -> Any:
                           "messages")
         msg["reasoning_content"] = reasoning
     return msg
+
+
+def _materialize(messages: Any) -> list:
+    """The messages with vLLM's lazy iterables as lists (vllm_requests), an
+    item its request model refuses an HTTP 400 naming it."""
+    try:
+        return materialize_messages(messages)
+    except Qwen4ExpError as exc:
+        raise _refuse(str(exc), "messages") from None
 
 
 def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
@@ -127,8 +148,7 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
                       "continue_final_message")
     if kwargs.get("documents"):
         raise _refuse("documents are not part of the Qwen chat formats", "documents")
-    if not isinstance(messages, list):
-        messages = list(messages)
+    messages = _materialize(messages)
     options = {"add_generation_prompt": kwargs.get("add_generation_prompt", True)}
     tools = _tools(kwargs.get("tools"))
     if tools is not None:
@@ -174,6 +194,7 @@ class Qwen4ExpRenderer(BaseRenderer):
 
     def render_messages(self, messages, params):
         tok = self.get_tokenizer()
+        messages = _materialize(messages)
         media = _first_media_part(messages)
         if media is not None:
             raise self._media_refusal(*media)
