@@ -211,6 +211,9 @@ def test_demo(tok, example):
     chat = render_chat(example["messages"], tools=example["tools"])
     ids = tok.encode_chat(chat)
     assert f"{len(chat.segments)} segments -> {len(ids)} tokens" in out
+    # One table row per segment, its kind spelled as qwen4exp.Kind names it (as the docs do).
+    rows = [x.split() for x in out.splitlines() if x[:12].strip().replace("..", "").isdigit()]
+    assert [(r[0], r[1]) for r in rows] == [(f"{s.start}..{s.end}", s.kind.name) for s in chat.segments]
     # Atom ids of the template markers are printed...
     for name in ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "<tool_response>"):
         assert str(tok.atoms[name]) in out

@@ -207,11 +207,11 @@ def cmd_demo(args) -> int:
     w(f"qwen4exp demo: the bundled example conversation ({os.path.basename(path)})\n")
     w(f"{len(messages)} messages, {len(options.get('tools') or [])} tool; rendered to "
       f"{len(chat.data)} bytes in {len(chat.segments)} segments -> {len(ids)} tokens\n\n")
-    w(f"{'bytes':>11}  {'kind':<7}  {'text':<{min(tw, 44)}}  token ids\n")
+    w(f"{'bytes':>11}  {'kind':<15}  {'text':<{min(tw, 44)}}  token ids\n")
     for seg, seg_ids in zip(chat.segments, per_segment):
         text = chat.data[seg.start : seg.end].decode("utf-8")
-        kind = "CONTROL" if int(seg.kind) == 1 else "DATA"
-        w(f"{seg.start:>5}..{seg.end:<4}  {kind:<7}  {_short(text, tw):<{min(tw, 44)}}  "
+        kind = _kind_name(seg.kind)  # the names of the docs and of `render --table`
+        w(f"{seg.start:>5}..{seg.end:<4}  {kind:<15}  {_short(text, tw):<{min(tw, 44)}}  "
           f"{_short_ids(seg_ids, iw)}\n")
 
     # The point of the format: the same spelling, two authorities.
