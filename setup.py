@@ -119,5 +119,6 @@ setup(
     ext_modules=extensions(),
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     # py.typed and the compiled modules' stubs (*.pyi): the package is typed (PEP 561)
-    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + COMPILED] + ["examples/*.json", "py.typed", "*.pyi"]},
+    package_data={"qwen4exp": [f"_data/{n}" for n in DATA_FILES + COMPILED]
+                  + ["examples/*.json", "chat_templates/*.jinja", "py.typed", "*.pyi"]},
 )

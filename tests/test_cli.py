@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import qwen4exp
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["demo", "render", "encode", "decode", "parse", "count", "batch"]
+COMMANDS = ["demo", "render", "encode", "decode", "parse", "count", "batch", "folder"]
 
 
 def _expected(tok, record):

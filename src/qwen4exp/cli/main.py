@@ -46,7 +46,7 @@ import sys
 from ..errors import JsonError, Qwen4ExpError, RecordError
 from ..markers import Marker
 from ..requests import REQUEST_KEYS, loads_json, request_from_json
-from . import gate
+from . import folder, gate
 from .batch import cmd_batch
 from .common import (
     EXIT_INPUT,
@@ -456,7 +456,8 @@ def _cmd_batch(args) -> int:
 
 
 COMMANDS = {"demo": cmd_demo, "render": cmd_render, "encode": cmd_encode, "decode": cmd_decode,
-            "parse": cmd_parse, "count": cmd_count, "batch": _cmd_batch, "gate": gate.cmd_gate}
+            "parse": cmd_parse, "count": cmd_count, "batch": _cmd_batch, "gate": gate.cmd_gate,
+            "folder": folder.cmd_folder}
 
 
 def main(argv=None) -> int:
