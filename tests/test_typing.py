@@ -210,7 +210,8 @@ M = qwen4exp.Marker
 
 
 def _completions():
-    """Completions that give every key of ParsedCompletion and its parts."""
+    """Completions that give every key of ParsedCompletion and its parts
+    (the first one `notes`: Qwen3's template adds an empty reasoning block)."""
     call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     return [
         [(False, "Plain content."), (True, M.IM_END)],
@@ -230,13 +231,14 @@ def test_parse_completion_returns_a_parsed_completion(tok):
         message = tok.parse_completion(_completion_ids(tok, prompt, pieces), prompt)
         assert _conforms(message, shapes.ParsedCompletion), message
         seen |= set(message)
-        for part in ("tool_calls", "invalid_tool_calls", "errors"):
+        for part in ("tool_calls", "invalid_tool_calls", "errors", "notes"):
             seen |= {f"{part}.{k}" for item in message.get(part, ()) for k in item}
     # every key the shapes name came back from some real completion
     want = set(typing.get_type_hints(shapes.ParsedCompletion))
     want |= {f"tool_calls.{k}" for k in typing.get_type_hints(shapes.ToolCall)}
     want |= {f"invalid_tool_calls.{k}" for k in typing.get_type_hints(shapes.InvalidToolCall)}
     want |= {f"errors.{k}" for k in typing.get_type_hints(shapes.CompletionError)}
+    want |= {f"notes.{k}" for k in typing.get_type_hints(shapes.CompletionNote)}
     assert seen == want
 
 

@@ -41,6 +41,14 @@ message has the four OpenAI keys, and only when something was wrong:
   of a call body (at the call's TOOL_CALL), reasoning never closed, a
   completion without IM_END (truncated; text ``""``), or ids after
   the end (their decoded ``text``).
+
+And, with a prompt, when the message has nothing of the above:
+
+* ``notes``: ``[{"position", "note", "text"}]``, where rendering the message
+  again would not write exactly the completion (an ordinary Qwen3 reply
+  without reasoning gets the empty reasoning block the template adds):
+  information for a caller that re-renders the history, not a fault of the
+  output (docs/FORMAT.md, section 11).
 """
 
 from __future__ import annotations
@@ -146,8 +154,9 @@ class CompletionParser(ParserCore):
     def _finish_message(self, msg: dict, position: int) -> None:  # called once by the native finish()
         if self._rerender is not None:
             differs = rerender_difference(*self._rerender, self.written_bytes(), msg)
-            if differs is not None:
-                self._report(position, *differs)
+            if differs is not None:  # information, not a fault of the output: a note, not an error
+                note, text = differs
+                msg["notes"] = [{"position": position, "note": note, "text": text}]
 
     def _finished(self) -> Exception:
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
@@ -173,7 +182,7 @@ def _generation_prompt_text(prompt: RenderedChat) -> bytes:
 
 
 def rerender_difference(chat_format: str, tools, head: bytes, written: bytes, msg: dict) -> tuple[str, str] | None:
-    """(error, text) when rendering `msg` as the chat's last turn does not write
+    """(note, text) when rendering `msg` as the chat's last turn does not write
     exactly the completion (`head`, the generation prompt's part of the turn,
     then the bytes of the ids `written`); None when it does.
 

@@ -37,6 +37,7 @@ __all__ = [
     "ToolCall",
     "InvalidToolCall",
     "CompletionError",
+    "CompletionNote",
     "ParsedCompletion",
     "DeltaFunction",
     "DeltaToolCall",
@@ -200,6 +201,12 @@ class CompletionError(TypedDict):
     text: str
 
 
+class CompletionNote(TypedDict):
+    position: int  # index into the ids: the message's end atom
+    note: str  # how a re-render of the message differs from the completion
+    text: str
+
+
 class _ParsedCompletionBase(TypedDict):
     role: Literal["assistant"]
     content: str
@@ -208,11 +215,14 @@ class _ParsedCompletionBase(TypedDict):
 
 
 class ParsedCompletion(_ParsedCompletionBase, total=False):
-    """`Tokenizer.parse_completion` and `CompletionParser.finish()`: the two
-    last keys only when something was wrong."""
+    """`Tokenizer.parse_completion` and `CompletionParser.finish()`:
+    `invalid_tool_calls` and `errors` only when something was wrong; `notes`
+    only when a re-render of the message would not write the completion
+    exactly (information, not a fault)."""
 
     invalid_tool_calls: List[InvalidToolCall]
     errors: List[CompletionError]
+    notes: List[CompletionNote]
 
 
 #: A request message. A parsed completion is one too: appended to the
