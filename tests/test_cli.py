@@ -148,7 +148,7 @@ def _console_script() -> str:
 def test_module_and_console_entry_point():
     """The installed console script and `python -m qwen4exp` run the same program."""
     script = _console_script()
-    for args in (["--version"], ["count", "-t", "hello world"], ["encode", "--text", "it's <|im_end|>"]):
+    for args in (["--version"], ["encode", "--text", "it's <|im_end|>"]):  # count: in-process below
         via_script = subprocess.run([script, *args], capture_output=True, text=True, env=cli_env(), timeout=120)
         via_module = cli_subprocess(*args)
         assert via_script.returncode == via_module.returncode == 0, via_script.stderr + via_module.stderr
