@@ -9,6 +9,7 @@ Environment:
   QWEN4EXP_DEBUG=1      -O0 -g, Cython bounds checks on
 """
 
+import filecmp
 import importlib.util
 import os
 import shutil
@@ -68,6 +69,14 @@ class BuildExt(build_ext):
             write_package_data(os.path.join(HERE, "src", "qwen4exp"))
 
 
+def _copy_if_changed(source, target):
+    """Copy only a changed file: a fresh copy's new mtime makes cythonize
+    regenerate, and build_ext recompile, every module that cimports it (every
+    `pip install .` compiled the whole core again)."""
+    if not (os.path.exists(target) and filecmp.cmp(source, target, shallow=False)):
+        shutil.copyfile(source, target)
+
+
 def extensions():
     from Cython.Build import cythonize
     import numpy
@@ -79,7 +88,7 @@ def extensions():
     open(os.path.join(mirror, "__init__.pxd"), "a").close()
     for name in os.listdir(PYX):
         if name.endswith((".pxd", ".h")):
-            shutil.copyfile(os.path.join(PYX, name), os.path.join(mirror, name))
+            _copy_if_changed(os.path.join(PYX, name), os.path.join(mirror, name))
 
     sanitize = os.environ.get("QWEN4EXP_SANITIZE") == "1"
     debug = os.environ.get("QWEN4EXP_DEBUG") == "1" or sanitize
@@ -120,6 +129,7 @@ setup(
     ext_modules=extensions(),
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
     # py.typed and the compiled modules' stubs (*.pyi): the package is typed (PEP 561)
-    package_data={"qwen4exp": ["py.typed", "_native/*.pyi", "cli/example_chat.json", "runtimes/gate_oracle.json"]
+    package_data={"qwen4exp": ["py.typed", "_native/*.pyi", "cli/example_chat.json", "runtimes/gate_oracle.json",
+                               "formats/templates/*.jinja"]
                   + [f"vocab/_data/{n}" for n in DATA_FILES + COMPILED]},
 )

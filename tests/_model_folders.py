@@ -7,7 +7,10 @@ ranks by tests/_qwen36_reference.py), tokenizer_config.json with the format's
 official chat template (tests/data/chat_templates/), config.json of a ~10M
 parameter Qwen3-architecture model (vLLM serves it with dummy weights) and
 generation_config.json. Nothing here imports qwen4exp: the folders are
-reference inputs, built from the reference files only.
+reference inputs, built from the reference files only. The library's
+`qwen4exp.vocab.model_folder.write_model_folder` (the `qwen4exp folder` command)
+writes the same folders for users; tests/test_model_folder.py checks that
+they agree file by file, this module being the reference.
 """
 
 from __future__ import annotations

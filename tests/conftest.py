@@ -97,13 +97,13 @@ def ray_cluster():
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The order `--dist loadfile` hands files out in (with
-    --no-loadscope-reorder, pyproject.toml): longest first, so that no long
-    file starts late and bounds the run's end. Modules that start a local Ray
-    cluster lead (the longest: the cluster's start, actors, Ray Data; by
-    xdist's own order, most tests first, test_ray.py started 160 s into a
-    215 s run), then the others by number of tests, most first. Every worker
-    sorts alike: the order depends on the collected items only."""
+    """The order `--dist loadgroup` hands tests out in (with
+    --no-loadscope-reorder, pyproject.toml): modules that start a local Ray
+    cluster lead (their xdist_group, run whole by one worker, is the longest
+    unit: the cluster's start, actors, Ray Data), so that it does not start
+    late and bound the run's end; then the others by number of tests, most
+    first, one test at a time to whichever worker is free. Every worker sorts
+    alike: the order depends on the collected items only."""
     count: dict = {}
     first: dict = {}
     for k, item in enumerate(items):

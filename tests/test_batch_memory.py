@@ -24,7 +24,7 @@ def _texts():
 
 # a clean block (one read), and blocks the JSON reader refuses (halved until
 # the bad lines are alone, then line by line), one bad line and many
-@pytest.mark.parametrize("bad_every", [0, 97, 7])
+@pytest.mark.parametrize("bad_every", [0, 97, pytest.param(7, marks=pytest.mark.slow)])  # 7: most halvings
 def test_encoding_a_chunk_leaves_no_cyclic_garbage(tok, bad_every):
     lines = [json.dumps({"text": t}, ensure_ascii=False) for t in _texts()]
     if bad_every:

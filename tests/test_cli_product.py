@@ -32,7 +32,7 @@ REQUEST = {  # atom-free, so that the reference's added-token matching is exact
                                                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
 }
 TEXT = "héllo wörld, 数据 <|im_end|> naïve\n"
-COMMANDS = ("demo", "render", "encode", "decode", "parse", "count", "batch", "gate")
+COMMANDS = ("demo", "render", "encode", "decode", "parse", "count", "batch", "gate", "folder")
 
 
 def run(capsys, *args) -> tuple[int, str, str]:

@@ -31,7 +31,12 @@ def test_there_are_examples():
     assert {"serving.py", "sft_dataset.py", "context_budget.py", "quickstart.py"} <= set(SCRIPTS)
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+# serving.py and sft_dataset.py also run below, their output checked: a bare run again is `slow`
+CHECKED_BELOW = ("serving.py", "sft_dataset.py")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in CHECKED_BELOW else n
+                                  for n in SCRIPTS])
 def test_example_runs(name):
     run_example(name)
 

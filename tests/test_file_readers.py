@@ -51,6 +51,10 @@ JUSTIFIED = {
     ("hf.py", "Qwen4ExpTokenizer.save_vocabulary", "shutil.copyfile"):
         "copies the folder's tokenizer.json it loaded; shutil refuses a FIFO or device (SpecialFileError)",
     ("common.py", "silence_stdout", "os.open"): "os.devnull, for writing",
+    ("_descriptor.py", "ChatFormat.official_template", "open"): "package data: formats/templates/",
+    ("model_folder.py", "write_model_folder", "open"): "writes the new folder's tokenizer.json (staging)",
+    ("model_folder.py", "_write_files", "open"): "writes the new folder's files (staging)",
+    ("model_folder.py", "_write_json", "open"): "writes the new folder's files (staging)",
     ("sources.py", "_open_jsonl", "gzip.GzipFile"): "decompresses the file open_regular_file opened",
     ("sources.py", "ParquetSource.__init__", "pq.ParquetFile"):
         "IN, checked by check_input_file first (pyarrow reads it by path, without Python in between)",

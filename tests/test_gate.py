@@ -23,7 +23,7 @@ def run(capsys, *args):
     return code, out, err
 
 
-@pytest.mark.parametrize("name", ["qwen3", "qwen3.6", "qwen3.5"])
+@pytest.mark.parametrize("name", ["qwen3", "qwen3.6", pytest.param("qwen3.5", marks=pytest.mark.slow)])  # an alias
 def test_passes_on_bundled_vocabularies(capsys, name):
     code, out, _ = run(capsys, "--vocab", name, "--json")
     report = json.loads(out)
@@ -107,7 +107,8 @@ def _remove_think(raw):
 
 @pytest.mark.parametrize("edit,check,atom", [
     (_move_im_end, "atoms.outside_bpe", "<|im_end|>"),
-    (_remove_think, "atoms.markers", "<think>"),
+    # each compiles a tampered tokenizer.json (~5 s): the second check's case with -m slow
+    pytest.param(_remove_think, "atoms.markers", "<think>", marks=pytest.mark.slow),
 ])
 def test_fails_on_tampered_files(capsys, tmp_path, monkeypatch, edit, check, atom):
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))

@@ -18,6 +18,10 @@ SCALARS = [c for c in range(1, 0x110000) if not 0xD800 <= c < 0xE000]
 HANGUL_S_BASE, HANGUL_S_COUNT = 0xAC00, 11172
 
 
+# --dist loadgroup: one worker computes the module's reference facts (`ref`), not both.
+pytestmark = pytest.mark.xdist_group("normalize")
+
+
 @pytest.fixture(scope="module")
 def hf():
     from tokenizers import normalizers

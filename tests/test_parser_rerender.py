@@ -2,11 +2,11 @@
 section 11, README "what re-renders").
 
 The promise, stated as it is: with the prompt given, a message that reports
-nothing (no `errors`, no `invalid_tool_calls`) renders, as the chat's last
-turn, to exactly the prompt's text then the completion's text; whatever a
-re-render cannot reproduce (whitespace a format trims, newlines the template
-writes otherwise, text after a call, a value typed from another spelling) is
-reported in `errors`. The ids of the re-render are the same text's ids: where
+nothing (no `errors`, no `invalid_tool_calls`, no `notes`) renders, as the
+chat's last turn, to exactly the prompt's text then the completion's text;
+whatever a re-render cannot reproduce (whitespace a format trims, newlines the
+template writes otherwise, text after a call) is said in `notes` (a value
+typed from another spelling is a repair of the call: `errors`). The ids of the re-render are the same text's ids: where
 the prompt's last newlines and the model's first ones merge into one id they
 differ (tokenization, not the message).
 """
@@ -43,7 +43,8 @@ def check_promise(tok, fmt, options, completion_ids):
     for i in completion_ids:
         streamed.feed(i)
     assert streamed.finish() == msg
-    if "errors" in msg or "invalid_tool_calls" in msg:
+    if "errors" in msg or "invalid_tool_calls" in msg or "notes" in msg:
+        assert "notes" not in msg or not ("errors" in msg or "invalid_tool_calls" in msg)
         return msg
     turn = {k: msg[k] for k in ("role", "content", "reasoning_content", "tool_calls")}
     again = qwen4exp.render_chat(HISTORY + [turn], tools=TOOLS, chat_format=fmt, **options)
@@ -91,18 +92,20 @@ def test_newlines_before_a_call_after_a_thinking_off_prompt(toks):
     (the template strips the content's leading newlines): reported."""
     tok = toks["qwen3"]
     call = [TOOL_CALL, '\n{"name": "f", "arguments": {}}\n', TOOL_CALL_END, IM_END]
-    assert "errors" not in check_promise(tok, "qwen3", {"enable_thinking": False}, ids_of(tok, ["\n", *call]))
+    assert "notes" not in check_promise(tok, "qwen3", {"enable_thinking": False}, ids_of(tok, ["\n", *call]))
     msg = check_promise(tok, "qwen3", {"enable_thinking": False}, ids_of(tok, ["\n\n", *call]))
-    assert any("re-render" in e["error"] for e in msg["errors"])
+    assert "errors" not in msg and any("re-render" in n["note"] for n in msg["notes"])
 
 
 @pytest.mark.parametrize("fmt", XML_FORMATS)
 def test_trimmed_whitespace_and_respelled_values_are_reported(toks, fmt):
     tok = toks[VOCAB_OF[fmt]]
     body = "\n<function=f>\n<parameter=o>\n{'a': 1}\n</parameter>\n</function>\n"
-    for parts in (["Hi. ", IM_END], [" Hi.", IM_END], [TOOL_CALL, body, TOOL_CALL_END, IM_END]):
+    # trimmed whitespace: a note; a value typed from another spelling: a repair of the call, an error
+    for parts, key in ((["Hi. ", IM_END], "notes"), ([" Hi.", IM_END], "notes"),
+                       ([TOOL_CALL, body, TOOL_CALL_END, IM_END], "errors")):
         msg = check_promise(tok, fmt, {"enable_thinking": False}, ids_of(tok, parts))
-        assert msg.get("errors"), parts
+        assert msg.get(key) and set(msg) & {"errors", "notes"} == {key}, parts
 
 
 def test_same_text_not_always_the_same_ids(toks):

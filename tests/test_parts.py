@@ -252,6 +252,7 @@ def _child_encode(args):
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
 def test_forked_child_has_a_crew(vocab_tok, vocab_hf, vocab):
     """The crew's threads do not survive fork: a child forked after the parent
     used them starts its own, and neither hangs."""

@@ -18,6 +18,10 @@ from conftest import TOKENIZER_JSON
 from helpers import BAD_LINES, EXAMPLE, batch_in_process, conversations, finishes, ray_rows, requests_with_tools
 
 
+# --dist loadgroup (pyproject.toml): the module's tests share one worker, and its one local cluster.
+pytestmark = pytest.mark.xdist_group("ray")
+
+
 @pytest.fixture(scope="module")
 def qray(ray_cluster):
     import qwen4exp.runtimes.ray
@@ -47,6 +51,7 @@ def test_text_column_with_a_null_row(qray, tok):
     assert errors[:7] + errors[8:] == [None] * len(good)
 
 
+@pytest.mark.slow  # a JSON chat column: also test_tools_and_option_columns_match_the_local_engine[json]
 def test_chat_json_column_matches_the_local_engine(qray, tok, tmp_path, capsys):
     """Request JSON strings, good and bad: ids equal the local engine's, and a
     bad row carries the local engine's error name and message."""
@@ -101,7 +106,7 @@ def _local_ids(capsys, tmp_path, table, *args):
     return pq.read_table(tmp_path / "local.parquet").column("ids").to_pylist()
 
 
-@pytest.mark.parametrize("layout", ["json", "struct"])
+@pytest.mark.parametrize("layout", ["json", pytest.param("struct", marks=pytest.mark.slow)])  # struct: test_chat_struct_column_with_masks
 def test_tools_and_option_columns_match_the_local_engine(qray, tok, tmp_path, capsys, layout):
     """A tools column (and add_generation_prompt / enable_thinking columns)
     beside the messages: tokenize_dataset reads them as the local engine
@@ -126,6 +131,7 @@ def test_tools_and_option_columns_match_the_local_engine(qray, tok, tmp_path, ca
                    zip(ray_ids, bare, raw["tools"], raw["add_generation_prompt"]))
 
 
+@pytest.mark.slow  # a column option: also test_tools_and_option_columns_match_the_local_engine[json]
 def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
     """Any column name for the messages, the tools column beside it, and
     chat_format (batch's --chat-format) in another format and vocabulary."""
@@ -141,6 +147,7 @@ def test_a_renamed_messages_column_and_a_chat_format(qray, tmp_path, capsys):
         qray.tokenize_dataset(ds, column="conversation", chat_format="qwen9")
 
 
+@pytest.mark.slow  # request options: also test_tools_and_option_columns_match_the_local_engine[json]
 def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
     """A request's preserve_thinking / reasoning_effort (its own keys or a
     column) reach render_chat, and a row whose "chat_format" (key or column)
@@ -202,18 +209,25 @@ def test_a_model_folder_tokenizer_renders_with_its_defaults(qray, tmp_path, qwen
             .tolist() for r in rows]
     assert out.column("ids").to_pylist() == want
     assert want[0] != want[1]  # the rows differ by the thinking option
+def _pool_dataset(qray):
+    texts = [f"row {i}: " + "hello world " * (i % 7) for i in range(300)]
+    return texts, qray.ray.data.from_arrow(pa.table({"text": texts})).repartition(8)
 
 
 def test_a_pool_that_would_take_every_cpu_is_refused(qray, tok):
     """On 2 CPUs, actors taking both would wait forever for blocks the
     upstream tasks (repartition) can never run to make: refused up front,
-    loudly; the default and the largest allowed pool finish."""
-    texts = [f"row {i}: " + "hello world " * (i % 7) for i in range(300)]
-    ds = qray.ray.data.from_arrow(pa.table({"text": texts})).repartition(8)
+    loudly (the check runs before any task)."""
+    _, ds = _pool_dataset(qray)
     for concurrency, threads in ((2, 1), ((1, 2), 1), ((2, 2), 1), (1, 2), (None, 2), (1, 3)):
         with pytest.raises(ValueError, match="wait forever|cannot run a tokenizer actor"):
             qray.tokenize_dataset(ds, column="text", kind="text", concurrency=concurrency, num_threads=threads)
     assert qray.actor_room(1) == 1
+
+
+@pytest.mark.slow  # two full pipelines: ~15 s on 2 cores
+def test_the_default_and_the_largest_allowed_pool_finish(qray, tok):
+    texts, ds = _pool_dataset(qray)
     for concurrency in (None, 1):
         out = finishes(lambda: ray_rows(qray.tokenize_dataset(ds, column="text", kind="text",
                                                             concurrency=concurrency, batch_size=64)))
@@ -274,6 +288,7 @@ def test_batch_engine_ray_jsonl_with_bad_records(ray_cluster, tmp_path, capsys):
 
 
 
+@pytest.mark.slow  # masks through Ray: also test_chat_struct_column_with_masks
 def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
     """--masks and --keep-columns on Ray write what the local engine writes:
     JSONL lines parsed on the actors, and Parquet shards read there."""
@@ -300,6 +315,7 @@ def test_batch_engine_ray_masks_and_kept_columns(ray_cluster, tmp_path, capsys):
     assert runs["local"][1].count('"assistant_mask":[') == 12
 
 
+@pytest.mark.slow  # the CLI's Ray engine: also test_batch_engine_ray_jsonl_with_bad_records
 def test_batch_engine_ray_parquet_shards(ray_cluster, tmp_path, capsys):
     """A directory of shards (read by the workers) gives what the local engine
     gives for the same rows in one file; JSONL output."""

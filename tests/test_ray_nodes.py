@@ -16,7 +16,7 @@ import pytest
 import corpora
 from helpers import batch_in_process, finishes, ray_rows, requests_with_tools
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # with test_ray.py's cluster
 
 
 @pytest.fixture(scope="module")

@@ -211,6 +211,7 @@ def test_big_input_time_is_linear(small):
     assert t2 <= RETRY_RATIO * t1, f"{t1:.3f} s, then {t2:.3f} s for x10"
 
 
+@pytest.mark.slow  # ~10 s; test_cache_is_bounded_with_many_threads bounds the cache by default
 @needs_proc
 def test_million_distinct_words_keep_rss_bounded():
     """1,000,000 distinct words through one Tokenizer: the word cache is bounded."""

@@ -210,7 +210,8 @@ M = qwen4exp.Marker
 
 
 def _completions():
-    """Completions that give every key of ParsedCompletion and its parts."""
+    """Completions that give every key of ParsedCompletion and its parts
+    (the first one `notes`: Qwen3's template adds an empty reasoning block)."""
     call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     return [
         [(False, "Plain content."), (True, M.IM_END)],
@@ -230,7 +231,7 @@ def test_parse_completion_returns_a_parsed_completion(tok):
         message = tok.parse_completion(_completion_ids(tok, prompt, pieces), prompt)
         assert _conforms(message, shapes.ParsedCompletion), message
         seen |= set(message)
-        for part in ("tool_calls", "invalid_tool_calls", "errors"):
+        for part in ("tool_calls", "invalid_tool_calls", "errors", "notes"):
             seen |= {f"{part}.{k}" for item in message.get(part, ()) for k in item}
     # an id of a model's padded embedding rows (embedding_rows=): notes
     ids = [tok.vocab_size, *_completion_ids(tok, prompt, _completions()[0])]
@@ -318,3 +319,47 @@ def test_a_parsed_completion_renders_back_as_a_chat_message(tok):
     whole = tok.encode_chat(tok.render_chat([*history, message], tools=TOOLS)).tolist()
     assert whole[: len(tok.encode_chat(prompt))] == tok.encode_chat(prompt).tolist()
     assert whole[len(tok.encode_chat(prompt)):-1] == ids  # the template's final "\n" after IM_END
+
+
+# -- tools/typecheck.sh in a venv of mypy and numpy alone ------------------------------
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _third_party_imports() -> dict[str, str]:
+    """Top-level modules the package and the examples import that are neither
+    the standard library nor qwen4exp, each with one file that imports it."""
+    import sys
+
+    found: dict[str, str] = {}
+    for path in sorted([*(REPO / "src" / "qwen4exp").rglob("*.py"), *(REPO / "examples").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "qwen4exp":
+                    found.setdefault(top, str(path.relative_to(REPO)))
+    return found
+
+
+def test_mypy_needs_no_optional_dependency_installed():
+    """Every third-party module the code imports, numpy aside (a dependency,
+    with its own types), is in pyproject.toml's ignore_missing_imports list:
+    otherwise tools/typecheck.sh fails where that module (or its stubs) is
+    not installed, as it did for huggingface_hub."""
+    import re
+
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"\[\[tool\.mypy\.overrides\]\].*?module = \[(.*?)\]", text, re.S)
+    assert block is not None, "pyproject.toml has no [[tool.mypy.overrides]] module list"
+    ignored = set(re.findall(r'"([^"]+)"', block.group(1)))
+    imports = _third_party_imports()
+    assert "numpy" in imports and "vllm" in imports  # the walk sees lazy imports too
+    missing = {top: where for top, where in imports.items()
+               if top != "numpy" and not {top, top + ".*"} <= ignored}
+    assert missing == {}

@@ -26,7 +26,8 @@ venv, wheel = sys.argv[1], sys.argv[2]
 names = set(zipfile.ZipFile(wheel).namelist())
 for need in ("qwen4exp/__init__.py", "qwen4exp/cli/__init__.py", "qwen4exp/formats/__init__.py",
              "qwen4exp/vocab/_data/tokenizer.json", "qwen4exp/vocab/_data/NOTICE", "qwen4exp/vocab/_data/qwen3.6/NOTICE",
-             "qwen4exp/cli/example_chat.json", "qwen4exp/runtimes/gate_oracle.json"):
+             "qwen4exp/cli/example_chat.json", "qwen4exp/runtimes/gate_oracle.json",
+             "qwen4exp/formats/templates/qwen3.jinja", "qwen4exp/formats/templates/qwen3_8.jinja"):
     assert need in names, f"the wheel lacks {need}"
 assert any(n.startswith("qwen4exp/vocab/_data/") and n.endswith(".npz") for n in names), "no compiled vocabulary"
 assert any(n.endswith("/LICENSE") for n in names), "no LICENSE in the wheel"
@@ -48,6 +49,9 @@ EOF
 "$tmp/venv/bin/qwen4exp" demo > "$tmp/demo.txt"
 "$tmp/venv/bin/python" -m qwen4exp demo | cmp - "$tmp/demo.txt"
 head -n 2 "$tmp/demo.txt"
+# the model folder of the README's vLLM section, from the wheel's template and tokenizer.json
+"$tmp/venv/bin/qwen4exp" folder "$tmp/tiny" --chat-format qwen3-2507
+"$tmp/venv/bin/python" -c "import qwen4exp, sys; assert qwen4exp.Tokenizer.from_pretrained(sys.argv[1]).chat_format == 'qwen3-2507'" "$tmp/tiny"
 # A user's type checker reads the installed wheel's types (py.typed, the stubs, the TypedDicts).
 if python3 -m mypy --version > /dev/null 2>&1; then
     cat > "$tmp/typed_use.py" <<'EOF'

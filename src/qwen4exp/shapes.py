@@ -201,6 +201,20 @@ class CompletionError(TypedDict):
     text: str
 
 
+class _CompletionNoteBase(TypedDict):
+    position: int  # index into the ids
+    note: str  # what the note says (information, not a fault)
+
+
+class CompletionNote(_CompletionNoteBase, total=False):
+    """A re-render note (at the message's end atom: how a re-render of the
+    message differs from the completion) carries `text`; a padded-row note
+    (embedding_rows=) the row's `id`."""
+
+    text: str
+    id: int
+
+
 class _ParsedCompletionBase(TypedDict):
     role: Literal["assistant"]
     content: str
@@ -208,15 +222,14 @@ class _ParsedCompletionBase(TypedDict):
     tool_calls: List[ToolCall]
 
 
-class CompletionNote(TypedDict):
-    position: int  # index into the ids
-    id: int  # a row of the model's padded embedding (embedding_rows=)
-    note: str
+
 
 
 class ParsedCompletion(_ParsedCompletionBase, total=False):
     """`Tokenizer.parse_completion` and `CompletionParser.finish()`: `notes`
-    only for ids of a padded embedding (embedding_rows=), the two last keys
+    only when there is something to know (ids of a padded embedding row,
+    with embedding_rows=; a re-render that would not write the completion
+    exactly), information, not a fault; `invalid_tool_calls` and `errors`
     only when something was wrong."""
 
     notes: List[CompletionNote]

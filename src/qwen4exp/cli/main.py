@@ -47,7 +47,7 @@ import sys
 from qwen4exp.errors import JsonError, Qwen4ExpError, RecordError
 from qwen4exp.markers import Marker
 from qwen4exp.render.requests import REQUEST_KEYS, loads_json, request_from_json
-from qwen4exp.cli import gate
+from qwen4exp.cli import folder, gate
 from qwen4exp.cli.batch import cmd_batch
 from qwen4exp.cli.common import (
     EXIT_INPUT,
@@ -222,11 +222,11 @@ def cmd_demo(args) -> int:
     w(f"qwen4exp demo: the bundled example conversation ({os.path.basename(path)})\n")
     w(f"{len(messages)} messages, {len(options.get('tools') or [])} tool; rendered to "
       f"{len(chat.data)} bytes in {len(chat.segments)} segments -> {len(ids)} tokens\n\n")
-    w(f"{'bytes':>11}  {'kind':<7}  {'text':<{min(tw, 44)}}  token ids\n")
+    w(f"{'bytes':>11}  {'kind':<15}  {'text':<{min(tw, 44)}}  token ids\n")
     for seg, seg_ids in zip(chat.segments, per_segment):
         text = chat.data[seg.start : seg.end].decode("utf-8")
-        kind = "CONTROL" if int(seg.kind) == 1 else "DATA"
-        w(f"{seg.start:>5}..{seg.end:<4}  {kind:<7}  {_short(text, tw):<{min(tw, 44)}}  "
+        kind = _kind_name(seg.kind)  # the names of the docs and of `render --table`
+        w(f"{seg.start:>5}..{seg.end:<4}  {kind:<15}  {_short(text, tw):<{min(tw, 44)}}  "
           f"{_short_ids(seg_ids, iw)}\n")
 
     # The point of the format: the same spelling, two authorities.
@@ -472,7 +472,8 @@ def _cmd_batch(args) -> int:
 
 
 COMMANDS = {"demo": cmd_demo, "render": cmd_render, "encode": cmd_encode, "decode": cmd_decode,
-            "parse": cmd_parse, "count": cmd_count, "batch": _cmd_batch, "gate": gate.cmd_gate}
+            "parse": cmd_parse, "count": cmd_count, "batch": _cmd_batch, "gate": gate.cmd_gate,
+            "folder": folder.cmd_folder}
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 
 from qwen4exp.formats import default_format
 from qwen4exp.markers import Marker
-from qwen4exp.cli import gate
+from qwen4exp.cli import folder, gate
 from qwen4exp.cli.common import add_chat_format_argument, add_tokenizer_arguments
 
 EXIT_CODES_HELP = """\
@@ -32,6 +32,7 @@ _USAGE_INPUT_CODES = """\
   4    output error: stdout could not be written (closed pipe, full disk, I/O error)
   130  interrupted (Ctrl-C)"""
 COMMAND_EPILOGS = {
+    "folder": folder.EPILOG,
     "demo": """\
 examples:
   qwen4exp demo
@@ -351,6 +352,10 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     sp = add("gate", "model-free gate: check a tokenizer and the renderer before serving",
              gate.GATE_HELP)
     gate.add_arguments(sp)
+
+    sp = add("folder", "write a tiny model folder (no weights) to try vLLM or transformers",
+             folder.FOLDER_HELP)
+    folder.add_arguments(sp)
     return p
 
 

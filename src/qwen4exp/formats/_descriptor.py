@@ -100,6 +100,17 @@ class ChatFormat:
     #: The format a tokenizer of its vocabulary renders unless told otherwise
     #: (one per vocabulary).
     vocabulary_default: bool = False
+    #: Its official template, a file in formats/templates/ (what
+    #: `qwen4exp folder` writes into a model folder).
+    template_file: str = ""
+
+    def official_template(self) -> str:
+        """The text of the format's official chat template."""
+        import os
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", self.template_file)
+        with open(path, encoding="utf-8") as f:
+            return f.read()
 
     @property
     def options(self) -> tuple[str, ...]:

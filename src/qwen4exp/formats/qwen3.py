@@ -147,13 +147,13 @@ def render_qwen3_2507(req: Request) -> RenderedParts:
 # Official templates by fingerprint (formats/_descriptor.py): Qwen3's first release, its
 # revision that tolerates non-string content, its training variant; 2507's and its training one.
 FORMATS = (
-    ChatFormat("qwen3", "qwen3", QWEN3, render_qwen3, vocabulary_default=True,
+    ChatFormat("qwen3", "qwen3", QWEN3, render_qwen3, vocabulary_default=True, template_file="qwen3.jinja",
                models="Qwen3 hybrid-thinking models (Qwen3-0.6B ... Qwen3-235B-A22B)",
                templates=fingerprints("87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5",
                                       "a55ee1b1660128b7098723e0abcd92caa0788061051c62d51cbe87d9cf1974d8",
                                       "1d944ff8f268b611abb296cdd24d0f51981eef1c8647ac321c3a0258f61eb6c9"),
                hints=("<function-name>", "enable_thinking")),
-    ChatFormat("qwen3-2507", "qwen3", QWEN3_2507, render_qwen3_2507,
+    ChatFormat("qwen3-2507", "qwen3", QWEN3_2507, render_qwen3_2507, template_file="qwen3_instruct_2507.jinja",
                models="Qwen3-*-Instruct-2507 (no thinking)", hints=("<function-name>",),
                templates=fingerprints("64f85b198065d0fba2a81f37e10ed68161ce2c19a754c7100e67e0ca2ee9c326",
                                       "48e17aa3caf5bf20075b6e7366864ee943e00b6f0752aadfe8b670c2ab0291a5")),

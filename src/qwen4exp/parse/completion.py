@@ -46,6 +46,14 @@ when something was wrong:
   of a call body (at the call's TOOL_CALL), reasoning never closed, a
   completion without IM_END (truncated; text ``""``), or ids after
   the end (their decoded ``text``).
+
+And, with a prompt, when the message has nothing of the above:
+
+* ``notes``: ``[{"position", "note", "text"}]``, where rendering the message
+  again would not write exactly the completion (an ordinary Qwen3 reply
+  without reasoning gets the empty reasoning block the template adds):
+  information for a caller that re-renders the history, not a fault of the
+  output (docs/FORMAT.md, section 11).
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from qwen4exp._native._stream import ATOM_ACTIONS, Delta, ParserCore
 from qwen4exp.errors import Qwen4ExpError, id_error
 from qwen4exp.markers import Marker
 from qwen4exp.render.segments import Kind, RenderedChat
-from qwen4exp.shapes import ParsedCompletion, ToolLike
+from qwen4exp.shapes import CompletionNote, ParsedCompletion, ToolLike
 from qwen4exp.parse.tool_calls import CallContext
 from qwen4exp.encode.core import HasCore
 
@@ -168,8 +176,9 @@ class CompletionParser(ParserCore):
     def _finish_message(self, msg: dict, position: int) -> None:  # called once by the native finish()
         if self._rerender is not None:
             differs = rerender_difference(*self._rerender, self.written_bytes(), msg)
-            if differs is not None:
-                self._report(position, *differs)
+            if differs is not None:  # information, not a fault of the output: a note, not an error
+                note, text = differs
+                msg.setdefault("notes", []).append({"position": position, "note": note, "text": text})
 
     def _finished(self) -> Exception:
         return Qwen4ExpError(f"{self._where}: the parser has finished; make a new one")
@@ -259,11 +268,14 @@ class PaddedRowsParser(CompletionParser):
             self._noted = True
             for error in msg.get("errors", ()):
                 error["position"] = self._given(error["position"])
+            for note in msg.get("notes", ()):
+                note["position"] = self._given(note["position"])
             if self._padded:
-                msg["notes"] = [{"position": k, "id": i,
-                                 "note": f"id {i} is a row of the model's embedding past the tokenizer's "
-                                         f"{self._rows[0]} ids: it spells nothing"}
-                                for k, i in zip(self._padded, self._padded_ids)]
+                padded: list[CompletionNote] = [
+                    {"position": k, "id": i, "note": f"id {i} is a row of the model's embedding past the "
+                                                     f"tokenizer's {self._rows[0]} ids: it spells nothing"}
+                    for k, i in zip(self._padded, self._padded_ids)]
+                msg["notes"] = [*msg.get("notes", ()), *padded]
         return msg
 
 
@@ -287,7 +299,7 @@ def _generation_prompt_text(prompt: RenderedChat) -> bytes:
 
 
 def rerender_difference(chat_format: str, tools, head: bytes, written: bytes, msg: dict) -> tuple[str, str] | None:
-    """(error, text) when rendering `msg` as the chat's last turn does not write
+    """(note, text) when rendering `msg` as the chat's last turn does not write
     exactly the completion (`head`, the generation prompt's part of the turn,
     then the bytes of the ids `written`); None when it does.
 
