@@ -39,7 +39,8 @@ from .segments import ChatRecord, RenderedChat, utf8
 from .template_values import (DATA, TRUSTED, OriginStr, as_origin, derived, is_trusted_value, trusted,
                               wrap_caller)
 
-__all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher"]
+__all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher", "AtomMatcher",
+           "TemplateBinding"]
 
 #: RenderedChat.chat_format of a chat rendered from a model folder's own template.
 TEMPLATE_FORMAT = "template"
@@ -457,3 +458,32 @@ def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[M
                                         add_generation_prompt=add_generation_prompt, atoms=atoms,
                                         template_kwargs=template_kwargs))
     return chat
+
+
+class TemplateBinding:
+    """A model folder's own chat template bound to a Tokenizer (`chat_format`
+    "template"): the template's text and the folder's special tokens."""
+
+    __slots__ = ("template", "special_tokens")
+
+    def __init__(self, template: str, special_tokens: Mapping[str, Any]) -> None:
+        if not isinstance(template, str):
+            raise ChatFormatError(f"chat template must be a str, not {type(template).__name__}")
+        _special_values(special_tokens)  # checked once, here
+        self.template = template
+        self.special_tokens = dict(special_tokens)
+
+    def state(self) -> tuple[str, dict[str, Any]]:
+        """What pickling keeps (TemplateBinding(*state) rebuilds it)."""
+        return self.template, dict(self.special_tokens)
+
+    def record(self, atoms: AtomMatcher, messages: Any, tools: Any, add_generation_prompt: Any,
+               options: Mapping[str, Any]) -> ChatRecord:
+        """The ChatRecord of `messages` rendered through the template; the
+        caller's keywords (documents, enable_thinking, ...) are template variables."""
+        options = dict(options)
+        documents = options.pop("documents", None)
+        return render_template_record(self.template, messages, tools=tools, documents=documents,
+                                      special_tokens=self.special_tokens,
+                                      add_generation_prompt=add_generation_prompt, atoms=atoms,
+                                      template_kwargs=options)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["Tokenizer", "TokenBuffer", "vocabularies"]
 
 _INT64_MAX = 2**63 - 1
+_TEMPLATE_FORMAT = "template"  # template_render.TEMPLATE_FORMAT (not imported: jinja stays unloaded)
 _CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
 CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
 _THREADS_MAX = 1024  # more threads than this never helps; larger requests are clamped
@@ -186,6 +187,8 @@ class Tokenizer:
         self._format = default_format(self._family)
         self._render_defaults: dict = {}
         self._model_config: dict = {}  # a model folder's other files (preprocessor_config.json, ...)
+        self._template: Any = None  # a model folder's own chat template (template_render.TemplateBinding)
+        self._atom_matcher: Any = None  # built on first use (template_render.AtomMatcher)
 
     # -- pickling ------------------------------------------------------------
 
@@ -198,7 +201,8 @@ class Tokenizer:
         against the checksum before use.
         """
         name = getattr(self, "_vocab_name", None)
-        binding = (self._format.name, dict(self._render_defaults), dict(self._model_config))
+        binding = (self._format.name, dict(self._render_defaults), dict(self._model_config),
+                   None if self._template is None else self._template.state())
         if name is not None:
             return (_tokenizer_by_name, (name, self._cache_size, self._encode_threads, binding))
         assert self._compiled is not None  # a from_file vocabulary keeps its arrays
@@ -215,8 +219,10 @@ class Tokenizer:
     def chat_format(self) -> str:
         """The chat format this tokenizer renders by default: its vocabulary's
         (formats.default_format of the vocabulary) or, from
-        `from_pretrained`, the model folder's."""
-        return self._format.name
+        `from_pretrained`, the model folder's: a known format by its template's
+        fingerprint, else "template" (the folder's own Jinja template, rendered
+        with provenance by qwen4exp.template_render)."""
+        return _TEMPLATE_FORMAT if self._template is not None else self._format.name
 
     @property
     def vocabulary(self) -> str | None:
@@ -229,17 +235,33 @@ class Tokenizer:
         small models' enable_thinking=False); {} for a bundled vocabulary."""
         return types.MappingProxyType(self._render_defaults)
 
-    def _bind(self, fmt: ChatFormat, defaults: Mapping[str, object], model_config: Mapping[str, object]) -> None:
+    def _bind(self, fmt: ChatFormat, defaults: Mapping[str, object], model_config: Mapping[str, object],
+              template: tuple | None = None) -> None:
+        """Bind a model folder's format (and, for "template", its template's
+        text and special tokens: TemplateBinding's state)."""
+        binding = None
+        if template is not None:
+            from .template_render import TemplateBinding
+
+            binding = TemplateBinding(*template)
+        self._template = None
         self._format = self._chat_format_of(fmt, "chat_format")
         self._render_defaults = dict(defaults)
         self._model_config = dict(model_config)
+        self._template = binding
 
     def _chat_format_of(self, name, where: str) -> ChatFormat:
         """The format `name` (None: this tokenizer's), refused unless it belongs
         to this tokenizer's vocabulary: a chat rendered for another vocabulary's
         models would get ids no model was trained on."""
-        if name is None:
+        if name is None and self._template is None:
             return self._format
+        if name is None or name == _TEMPLATE_FORMAT:
+            raise ChatFormatError(
+                f"{where}: {'this tokenizer renders' if self._template is not None else 'there is no'} its model "
+                f"folder's own chat template (chat_format {_TEMPLATE_FORMAT!r}), which has no native format: "
+                f"qwen4exp renders it with provenance, but {where} needs one of the native formats "
+                f"({', '.join(self.chat_formats())}); name one with chat_format= if the model speaks it")
         fmt = _format_named(name)
         if fmt.vocabulary != self._family:
             raise ChatFormatError(
@@ -262,12 +284,37 @@ class Tokenizer:
     def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
         """qwen4exp.render_chat in this tokenizer's chat format, with the model
         folder's defaults for options left out (`chat_format=` must be a
-        format of this vocabulary)."""
-        fmt = self._chat_format_of(options.pop("chat_format", None), "render_chat()")
+        format of this vocabulary). A tokenizer whose chat_format is "template"
+        renders its model folder's own Jinja template (qwen4exp.render_template):
+        `tools`, `add_generation_prompt`, `documents` and any other keyword as
+        transformers' apply_chat_template takes them."""
+        name = options.pop("chat_format", None)
+        if self._template is not None and name in (None, _TEMPLATE_FORMAT):
+            return self._render_template(messages, options)
+        fmt = self._chat_format_of(name, "render_chat()")
         for key, value in self._render_defaults.items():
             if options.get(key) is None:
                 options[key] = value
         return _render_chat(messages, chat_format=fmt.name, **options)
+
+    def _render_template(self, messages: Sequence[MessageLike], options: dict) -> RenderedChat:
+        """render_chat through the model folder's own template: `tools`,
+        `add_generation_prompt`, `documents` and any other keyword as
+        transformers' apply_chat_template takes them."""
+        tools = options.pop("tools", None)
+        add_generation_prompt = options.pop("add_generation_prompt", False)
+        chat = RenderedChat()
+        chat._commit(self._template.record(self._template_atoms(), messages, tools, add_generation_prompt,
+                                           options))
+        return chat
+
+    def _template_atoms(self) -> Any:
+        """The atom spellings trusted template text resolves to (built once)."""
+        if self._atom_matcher is None:
+            from .template_render import AtomMatcher
+
+            self._atom_matcher = AtomMatcher(self._atoms)
+        return self._atom_matcher
 
     def _id_tables(self) -> IdTables:
         """Lookup lists for decode_stream and the completion parser (built once, ~50 ms)."""
@@ -474,6 +521,8 @@ class Tokenizer:
         """Refuse a chat rendered in a format of another vocabulary (a caller-built
         stream, with no format, is the caller's to vouch for)."""
         name = chat.chat_format
+        if name == _TEMPLATE_FORMAT:  # its atoms are checked against this vocabulary's when encoded
+            return
         if name is not None and (name != self._format.name or self._format.vocabulary != self._family):
             self._chat_format_of(name, where)  # a dict look-up; raises for another vocabulary
 
