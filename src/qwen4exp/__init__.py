@@ -16,6 +16,7 @@ from .markers import Marker
 from .media import MediaPart, MediaProcessor
 from .segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from .shapes import ChatMessage, OpenAIDelta, ParsedCompletion, Tool, ToolCall
+from .template_render import render_template  # jinja2 is imported on first render only
 from .tokenizer import TokenBuffer, Tokenizer, vocabularies
 from .chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 
@@ -23,6 +24,7 @@ __all__ = [
     "render_chat",
     "render_chat_into",
     "chat_formats",
+    "render_template",
     "Tokenizer",
     "TokenBuffer",
     "EncodedChat",

@@ -75,7 +75,7 @@ def _literal(value: str) -> OriginStr:
 
 
 def _literal_deep(value: Any) -> Any:
-    if isinstance(value, str):
+    if type(value) is str:  # a Markup constant stays Markup (it escapes what is added to it)
         return trusted(value)
     if isinstance(value, list):
         return [_literal_deep(v) for v in value]
@@ -87,7 +87,7 @@ def _literal_deep(value: Any) -> Any:
 
 
 def _has_str(value: Any) -> bool:
-    if isinstance(value, str):
+    if type(value) is str:
         return True
     if isinstance(value, (list, tuple)):
         return any(map(_has_str, value))
@@ -152,7 +152,7 @@ def _environment():
 
         def visit_Const(self, node: Any, frame: Any) -> None:
             val = node.as_const(frame.eval_ctx)
-            if isinstance(val, str):
+            if type(val) is str:  # not Markup (a folded |safe), which must stay what it is
                 self.write(f"environment.q4_lit({val!r})")
             elif _has_str(val):
                 self.write(f"environment.q4_lit_deep({val!r})")
@@ -165,6 +165,8 @@ def _environment():
             except nodes.Impossible:
                 super().visit_TemplateData(node, frame)
             else:
+                if type(val) is not str:
+                    return super().visit_TemplateData(node, frame)
                 self.write(f"environment.q4_lit({val!r})")
 
         def _output_const_repr(self, group: Any) -> str:
