@@ -303,9 +303,12 @@ class Tokenizer:
         transformers' apply_chat_template takes them."""
         tools = options.pop("tools", None)
         add_generation_prompt = options.pop("add_generation_prompt", False)
+        binding = self._template
+        other = options.pop("chat_template", None)  # transformers' keyword: another template, same tokens
+        if other is not None and other != binding.template:
+            binding = type(binding)(other, binding.special_tokens)
         chat = RenderedChat()
-        chat._commit(self._template.record(self._template_atoms(), messages, tools, add_generation_prompt,
-                                           options))
+        chat._commit(binding.record(self._template_atoms(), messages, tools, add_generation_prompt, options))
         return chat
 
     def _template_atoms(self) -> Any:

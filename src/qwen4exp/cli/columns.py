@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,6 +50,9 @@ class RecordOptions(NamedTuple):
 
     render: tuple = ()  # (name, value) pairs
     keep: bool = False
+    # Tokenizer.render_chat of a --tokenizer FOLDER rendered through its own
+    # template (chat_format "template"), which render_chat alone cannot render
+    renderer: Any = None
 
 
 def other_fields(obj) -> dict:
@@ -314,4 +317,5 @@ def record_options(args, tok=None) -> RecordOptions:
     (its vocabulary's own, or its model folder's)."""
     fmt = getattr(args, "chat_format", None) or (tok.chat_format if tok is not None else None)
     render = (("chat_format", fmt),) if fmt else ()
-    return RecordOptions(render, bool(getattr(args, "keep_columns", False)))
+    renderer = tok.render_chat if tok is not None and fmt == "template" else None
+    return RecordOptions(render, bool(getattr(args, "keep_columns", False)), renderer)

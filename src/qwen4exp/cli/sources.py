@@ -103,7 +103,7 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
     # the run's format (--chat-format, render_chat's default without it): a record may only repeat it
     messages, request_options = request_from_json(obj, "record", render.pop("chat_format", None)
                                                   or default_format().name)
-    chat = render_chat(messages, **render, **request_options)
+    chat = (options.renderer or render_chat)(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 
