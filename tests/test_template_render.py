@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import _template_reference as R
 from _hf_reference import hf_full
 from qwen4exp import ChatFormatError, Kind, Tokenizer, render_template
-from qwen4exp.template_values import DATA, TRUSTED, OriginStr, data, trusted
+from qwen4exp.template_values import DATA, TRUSTED, OriginStr, data, runs_of, trusted
 
 # One template per family shape: Qwen (atoms of the bundled vocabulary too),
 # Llama 3.1 (tools, bos), Gemma 2 (raises on system), Mistral Nemo (alternation,
@@ -178,8 +178,12 @@ _EXACT = {"slice", "step", "index", "strip", "strip_chars", "lstrip", "rstrip", 
 
 
 def _origins(s):
-    o = s._o
-    return [o] * len(s) if isinstance(o, int) else list(o)
+    out, prev = [], 0
+    for end, k in runs_of(s):
+        assert end > prev and (not out or k != out[-1])  # runs: increasing, neighbours differ
+        out += [k] * (end - prev)
+        prev = end
+    return out
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)

@@ -70,8 +70,16 @@ def origin_str_join(seq: Iterable[Any]) -> OriginStr:
     return OriginStr.join(_EMPTY_TRUSTED, [as_origin(str(p)) for p in seq])
 
 
+_LITERALS: dict[str, OriginStr] = {}  # one TRUSTED object per template constant (never mutated)
+
+
 def _literal(value: str) -> OriginStr:
-    return trusted(value)
+    lit = _LITERALS.get(value)
+    if lit is None:
+        if len(_LITERALS) > 1 << 16:  # bounded: a process that compiles many templates
+            _LITERALS.clear()
+        lit = _LITERALS[value] = trusted(value)
+    return lit
 
 
 def _literal_deep(value: Any) -> Any:
@@ -346,26 +354,19 @@ def _trusted_runs(pieces: list[Any]) -> tuple[str, list[tuple[int, int]]]:
     """(the whole text, the [start, end) character ranges of TRUSTED text)."""
     runs: list[tuple[int, int]] = []
     pos = 0
-    texts = []
     for p in pieces:
         o = p._o if type(p) is OriginStr else DATA
-        n = len(p)
-        texts.append(p)
-        if not n:
-            continue
         if type(o) is int:
-            if o == TRUSTED:
-                _extend(runs, pos, pos + n)
+            if o == TRUSTED and p:
+                _extend(runs, pos, pos + len(p))
         else:
-            i = 0
-            while i < n:
-                j = o.find(b"\x00", i) if o[i] == TRUSTED else o.find(b"\x01", i)
-                j = n if j < 0 else j
-                if o[i] == TRUSTED:
-                    _extend(runs, pos + i, pos + j)
-                i = j
-        pos += n
-    return str.join("", texts), runs
+            prev = 0
+            for end, k in o:
+                if k == TRUSTED:
+                    _extend(runs, pos + prev, pos + end)
+                prev = end
+        pos += len(p)
+    return str.join("", pieces), runs
 
 
 def _extend(runs: list[tuple[int, int]], a: int, b: int) -> None:

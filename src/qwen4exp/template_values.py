@@ -16,23 +16,26 @@ trust is only ever given by `trusted()`.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, Union
 
-__all__ = ["OriginStr", "DATA", "TRUSTED", "trusted", "data", "as_origin", "origins_of",
+__all__ = ["OriginStr", "DATA", "TRUSTED", "trusted", "data", "as_origin", "origins_of", "runs_of",
            "is_trusted_value", "derived", "wrap_caller"]
 
 DATA = 0  # the values of Kind.DATA / Kind.TRUSTED_CONTROL (segments.Kind)
 TRUSTED = 1
+#: One origin for a whole string, or its (end, origin) runs.
+Origins = Union[int, tuple]
 
-_EMPTY = b""
 
 
 class OriginStr(str):
     """A str with one origin per character: `_o` is DATA or TRUSTED for a
-    uniform string, else a bytes object of len(self) holding one per character."""
+    uniform string, else its runs: a tuple of (end, origin) pairs, ends
+    increasing to len(self), neighbouring origins different."""
 
-    _o: int | bytes = DATA  # the class default: a str built from outside is DATA
+    _o: Origins = DATA  # the class default: a str built from outside is DATA
 
     # -- conversions that must keep the object (str(), format(), "%s") ----------
 
@@ -52,14 +55,18 @@ class OriginStr(str):
         if type(o) is int:
             return _make(text, o)
         if isinstance(key, slice):
-            return _make(text, _compact(o[key]))
-        return _make(text, o[key])  # one char: bytes indexing gives its int
+            start, stop, step = key.indices(len(self))
+            if step == 1:
+                return _make(text, _slice_runs(o, start, stop))
+            return _make(text, _from_list([_at(o, i) for i in range(start, stop, step)]))
+        i = key.__index__()
+        return _make(text, _at(o, i + len(self) if i < 0 else i))
 
     def __iter__(self) -> Iterator["OriginStr"]:
         o = self._o
         if type(o) is int:
             return (_make(c, o) for c in str.__iter__(self))
-        return (_make(c, k) for c, k in zip(str.__iter__(self), o))
+        return (_make(c, k) for c, k in zip(str.__iter__(self), _each(o)))
 
     # -- concatenation and repetition -----------------------------------------
 
@@ -87,7 +94,7 @@ class OriginStr(str):
     def join(self, items: Any) -> "OriginStr":
         items = list(items)
         text = str.join(self, items)  # raises as str does for a non-str item
-        parts: list[tuple[int, int | bytes]] = []
+        parts: list[tuple[int, Origins]] = []
         sep = (len(self), self._o)
         for i, item in enumerate(items):
             if i:
@@ -102,7 +109,7 @@ class OriginStr(str):
         o = self._o
         if type(o) is int:
             return _make(text, o)
-        return _make(text, _compact(o[start:start + len(text)]))
+        return _make(text, _slice_runs(o, start, start + len(text)))
 
     def strip(self, chars: str | None = None) -> "OriginStr":
         text = str.strip(self, chars)
@@ -161,7 +168,7 @@ class OriginStr(str):
         text = str.replace(self, old, new, count)
         n = int(count)
         new_o = (len(new), origins_of(new))
-        parts: list[tuple[int, int | bytes]] = []
+        parts: list[tuple[int, Origins]] = []
         if old:
             pieces = self._pieces(str.split(self, old, n), len(old))
             for i, p in enumerate(pieces):
@@ -236,41 +243,74 @@ class OriginStr(str):
         return (_make, (str(str.__str__(self)), self._o))
 
 
-def _make(text: str, origin: int | bytes) -> OriginStr:
+def _make(text: str, origin: Origins) -> OriginStr:
     s = str.__new__(OriginStr, text)
     if origin != DATA:  # DATA is the class default
         s._o = origin
     return s
 
 
-def _compact(o: bytes) -> int | bytes:
-    """bytes of origins -> one int when they are all alike (or none)."""
-    if not o:
-        return DATA
-    first = o[0]
-    if o.count(first) == len(o):
-        return first
-    return o
-
-
-def _cat(parts: Any) -> int | bytes:
+def _cat(parts: Any) -> Origins:
     """The origins of a concatenation of (length, origins) parts."""
-    uniform: int | None = None
+    out: list[tuple[int, int]] = []
+    base = 0
     for n, o in parts:
         if not n:
             continue
-        if type(o) is not int:
-            break
-        if uniform is None:
-            uniform = o
-        elif o != uniform:
-            break
-    else:
-        return DATA if uniform is None else uniform
-    return _compact(b"".join(bytes((o,)) * n if type(o) is int else o for n, o in parts if n))
+        for end, k in ((n, o),) if type(o) is int else o:
+            if out and out[-1][1] == k:
+                out[-1] = (base + end, k)
+            else:
+                out.append((base + end, k))
+        base += n
+    if not out:
+        return DATA
+    return out[0][1] if len(out) == 1 else tuple(out)
 
 
-def origins_of(value: str) -> int | bytes:
+def _slice_runs(o: Origins, a: int, b: int) -> Origins:
+    """The origins of characters [a, b)."""
+    if type(o) is int or a >= b:
+        return o if type(o) is int else DATA
+    out = []
+    prev = 0
+    for end, k in o:
+        if end > a and prev < b:
+            out.append((min(end, b) - a, k))
+        if end >= b:
+            break
+        prev = end
+    return out[0][1] if len(out) == 1 else tuple(out)
+
+
+def _at(o: Origins, i: int) -> int:
+    """The origin of character i (0 <= i < len)."""
+    if type(o) is int:
+        return o
+    return o[bisect_right(o, (i, 2))][1]
+
+
+def _each(o: tuple) -> Iterator[int]:
+    prev = 0
+    for end, k in o:
+        for _ in range(end - prev):
+            yield k
+        prev = end
+
+
+def _from_list(origins: list[int]) -> Origins:
+    return _cat((1, k) for k in origins)
+
+
+def runs_of(value: str) -> tuple[tuple[int, int], ...]:
+    """A string's origins as (end, origin) runs (any str: DATA)."""
+    o = origins_of(value)
+    if type(o) is int:
+        return ((len(value), o),) if value else ()
+    return o
+
+
+def origins_of(value: str) -> Origins:
     """A string's origins: an OriginStr's own; any other str is DATA."""
     return value._o if type(value) is OriginStr else DATA
 
