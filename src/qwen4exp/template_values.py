@@ -357,6 +357,15 @@ def derived(text: str, *inputs: Any) -> OriginStr:
 def wrap_caller(value: Any, depth: int = 0) -> Any:
     """A caller value with every str in it (keys too) made a DATA OriginStr;
     dicts and lists are copied, other objects passed as they are."""
+    t = type(value)
+    if t is str:
+        return str.__new__(OriginStr, value)
+    if t is dict and depth < 256:  # the common shapes first: isinstance on ABCs is slow
+        return {wrap_caller(k, depth + 1): wrap_caller(v, depth + 1) for k, v in value.items()}
+    if t is list and depth < 256:
+        return [wrap_caller(v, depth + 1) for v in value]
+    if t is int or t is bool or value is None or t is float:
+        return value
     if isinstance(value, str):
         return str.__new__(OriginStr, str.__str__(value))  # the text itself, whatever the class
     if depth > 256:
