@@ -305,3 +305,15 @@ def test_strftime_now_and_default_atoms(tok):
     assert [s.kind for s in chat.segments] == [Kind.TRUSTED_CONTROL, Kind.DATA, Kind.TRUSTED_CONTROL]
     # atoms=: only those spellings resolve (an empty table: everything is text)
     assert [s.kind for s in render_template("<|im_start|>x", [], atoms=()).segments] == [Kind.DATA]
+
+
+def test_jinja_is_imported_on_first_render_only():
+    from conftest import run_isolated
+
+    code = ("import sys, qwen4exp\n"
+            "qwen4exp.render_chat([{'role': 'user', 'content': 'x'}])\n"
+            "assert 'jinja2' not in sys.modules, 'jinja2 imported by the native path'\n"
+            "assert qwen4exp.render_template('{{ messages[0].content }}', [{'content': 'x'}]).text == 'x'\n"
+            "assert 'jinja2' in sys.modules\n")
+    done = run_isolated(code)
+    assert done.returncode == 0, done.stderr
