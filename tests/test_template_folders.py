@@ -171,3 +171,27 @@ def test_command_line(qwen25, tmp_path, capsys):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r[IDS] for r in rows] == [tok.encode_chat(tok.render_chat(m)).tolist()
                                               for m in (CONVERSATION, HOSTILE)]
+
+
+@pytest.mark.parametrize("training", ["qwen3_training.jinja", "qwen3_5_think_training.jinja"])
+def test_generation_blocks_give_transformers_assistant_masks(qwen25, training):
+    """A template's {% generation %} blocks mark what transformers'
+    return_assistant_tokens_mask marks (the tokens overlapping each block's output)."""
+    import os
+
+    from _model_folders import TEMPLATES
+    from qwen4exp import render_template
+
+    folder, tok, hf = qwen25
+    with open(os.path.join(TEMPLATES, training), encoding="utf-8") as f:
+        template = f.read()
+    messages = [m for m in CONVERSATION if m["role"] != "system" or "qwen3_5" not in training]
+    out = hf.apply_chat_template(messages, tools=TOOLS, chat_template=template, tokenize=True, return_dict=True,
+                                 return_assistant_tokens_mask=True)
+    chat = render_template(template, messages, tools=TOOLS, atoms=tok.atoms,
+                           special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    assert len(chat.generation_ranges) == 2  # the two assistant turns
+    enc = tok.encode_chat(chat, return_masks=True)
+    assert enc.ids.tolist() == out["input_ids"]
+    assert enc.assistant_mask.astype(int).tolist() == out["assistant_masks"]
+    assert render_template("{{ messages[0].content }}", messages).generation_ranges == ()

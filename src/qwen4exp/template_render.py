@@ -25,6 +25,7 @@ native formats never load it.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import threading
@@ -46,6 +47,8 @@ __all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom
 TEMPLATE_FORMAT = "template"
 
 _compile_lock = threading.Lock()
+# The {% generation %} blocks' outputs of the render in progress (this thread's, or task's).
+_GENERATED: contextvars.ContextVar[list | None] = contextvars.ContextVar("qwen4exp_generated", default=None)
 
 
 def _jinja():
@@ -210,7 +213,11 @@ def _environment():
 
         @jinja2.pass_eval_context
         def _generation_support(self, context: Any, caller: Any) -> Any:
-            return caller()
+            rv = caller()
+            written = _GENERATED.get()
+            if written is not None and type(rv) is OriginStr:
+                written.append(rv)  # found again among the output pieces, by identity
+            return rv
 
     class TracingEnvironment(ImmutableSandboxedEnvironment):
         code_generator_class = TracingCodeGenerator
@@ -336,18 +343,40 @@ def _special_values(special_tokens: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _pieces(template: str, variables: dict[str, Any]) -> list[Any]:
-    """The template's output pieces, in order (each an OriginStr, as hooked)."""
+def _pieces(template: str, variables: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The template's output pieces, in order (each an OriginStr, as hooked),
+    and the outputs of its {% generation %} blocks."""
     compiled = _compiled(template)
     jinja2 = _jinja()
+    generated: list[Any] = []
+    token = _GENERATED.set(generated)
     try:
-        return list(compiled.root_render_func(compiled.new_context(variables)))
+        return list(compiled.root_render_func(compiled.new_context(variables))), generated
     except jinja2.TemplateError as exc:
         raise ChatFormatError(f"chat template: {exc.message if exc.message is not None else exc}") from None
     except RecursionError:
         raise ChatFormatError("chat template: recursion too deep") from None
     except Exception as exc:  # whatever the template's own code raised (transformers lets it through)
         raise ChatFormatError(f"chat template: {type(exc).__name__}: {exc}") from None
+    finally:
+        _GENERATED.reset(token)
+
+
+def _generation_bytes(pieces: list[Any], generated: list[Any]) -> tuple[int, ...]:
+    """Flat (start, end) byte offsets of the generation blocks' outputs that
+    are output pieces themselves (a block inside a macro or `set` body is
+    not: transformers' offsets for those are not where the text lands either)."""
+    if not generated:
+        return ()
+    wanted = {id(g) for g in generated}
+    out: list[int] = []
+    pos = 0
+    for p in pieces:
+        n = len(str.encode(p, "utf-8", "surrogatepass"))
+        if id(p) in wanted and n:
+            out += (pos, pos + n)
+        pos += n
+    return tuple(out)
 
 
 def _trusted_runs(pieces: list[Any]) -> tuple[str, list[tuple[int, int]]]:
@@ -435,11 +464,13 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
     variables["tools"] = wrap_caller(list(tools)) if tools is not None else None
     variables["documents"] = wrap_caller(list(documents)) if documents is not None else None
     variables["add_generation_prompt"] = wrap_caller(add_generation_prompt)
-    text, runs = _trusted_runs(_pieces(template, variables))
+    pieces, generated = _pieces(template, variables)
+    text, runs = _trusted_runs(pieces)
     parts, first_control = _segment(text, runs, matcher)
     bounds = tuple(accumulate(map(len, parts), initial=0))
     return ChatRecord(b"".join(parts), bounds, first_control, text, (), (), TEMPLATE_FORMAT,
-                      _tools_json(tools), bool(add_generation_prompt), False, ())
+                      _tools_json(tools), bool(add_generation_prompt), False, (),
+                      _generation_bytes(pieces, generated))
 
 
 def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[Mapping[str, Any]] | None = None,
