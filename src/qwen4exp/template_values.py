@@ -72,11 +72,17 @@ class OriginStr(str):
 
     def __add__(self, other: str) -> "OriginStr":
         text = str.__add__(self, other)  # raises as str does for a non-str
-        return _make(text, _cat(((len(self), self._o), (len(other), origins_of(other)))))
+        a, b = self._o, origins_of(other)
+        if a == b and type(a) is int:  # the common case: one origin
+            return _make(text, a)
+        return _make(text, _cat(((len(self), a), (len(other), b))))
 
     def __radd__(self, other: str) -> "OriginStr":
         text = str.__add__(other, self)
-        return _make(text, _cat(((len(other), origins_of(other)), (len(self), self._o))))
+        a, b = origins_of(other), self._o
+        if a == b and type(a) is int:
+            return _make(text, a)
+        return _make(text, _cat(((len(other), a), (len(self), b))))
 
     def __mul__(self, n: SupportsIndex) -> "OriginStr":
         # how many copies may be the caller's to choose: unknown, so DATA unless trivial
