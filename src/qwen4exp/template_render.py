@@ -235,11 +235,11 @@ def _environment():
 
     env = TracingEnvironment(trim_blocks=True, lstrip_blocks=True,
                              extensions=[GenerationTag, jinja2.ext.loopcontrols])
-    env.concat = origin_concat  # type: ignore[assignment]
-    env.q4_lit = _literal  # type: ignore[attr-defined]
-    env.q4_lit_deep = _literal_deep  # type: ignore[attr-defined]
-    env.q4_out = as_origin  # type: ignore[attr-defined]
-    env.q4_str_join = origin_str_join  # type: ignore[attr-defined]
+    env.concat = origin_concat
+    env.q4_lit = _literal
+    env.q4_lit_deep = _literal_deep
+    env.q4_out = as_origin
+    env.q4_str_join = origin_str_join
     for name, f in list(env.filters.items()):
         env.filters[name] = _tracked_filter(f)
 
@@ -385,7 +385,7 @@ def _trusted_runs(pieces: list[Any]) -> tuple[str, list[tuple[int, int]]]:
     pos = 0
     for p in pieces:
         o = p._o if type(p) is OriginStr else DATA
-        if type(o) is int:
+        if isinstance(o, int):
             if o == TRUSTED and p:
                 _extend(runs, pos, pos + len(p))
         else:

@@ -52,7 +52,7 @@ class OriginStr(str):
     def __getitem__(self, key: SupportsIndex | slice) -> "OriginStr":
         text = str.__getitem__(self, key)
         o = self._o
-        if type(o) is int:
+        if isinstance(o, int):
             return _make(text, o)
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
@@ -64,7 +64,7 @@ class OriginStr(str):
 
     def __iter__(self) -> Iterator["OriginStr"]:
         o = self._o
-        if type(o) is int:
+        if isinstance(o, int):
             return (_make(c, o) for c in str.__iter__(self))
         return (_make(c, k) for c, k in zip(str.__iter__(self), _each(o)))
 
@@ -73,14 +73,14 @@ class OriginStr(str):
     def __add__(self, other: str) -> "OriginStr":
         text = str.__add__(self, other)  # raises as str does for a non-str
         a, b = self._o, origins_of(other)
-        if a == b and type(a) is int:  # the common case: one origin
+        if a == b and isinstance(a, int):  # the common case: one origin
             return _make(text, a)
         return _make(text, _cat(((len(self), a), (len(other), b))))
 
     def __radd__(self, other: str) -> "OriginStr":
         text = str.__add__(other, self)
         a, b = origins_of(other), self._o
-        if a == b and type(a) is int:
+        if a == b and isinstance(a, int):
             return _make(text, a)
         return _make(text, _cat(((len(other), a), (len(self), b))))
 
@@ -113,7 +113,7 @@ class OriginStr(str):
     def _sub(self, start: int, text: str) -> "OriginStr":
         """The substring `text` that starts at `start` in self."""
         o = self._o
-        if type(o) is int:
+        if isinstance(o, int):
             return _make(text, o)
         return _make(text, _slice_runs(o, start, start + len(text)))
 
@@ -162,15 +162,15 @@ class OriginStr(str):
             pos += len(line)
         return out
 
-    def partition(self, sep: str) -> tuple["OriginStr", "OriginStr", "OriginStr"]:  # type: ignore[override]
+    def partition(self, sep: str) -> tuple["OriginStr", "OriginStr", "OriginStr"]:
         a, s, b = str.partition(self, sep)
         return self._sub(0, a), self._sub(len(a), s), self._sub(len(a) + len(s), b)
 
-    def rpartition(self, sep: str) -> tuple["OriginStr", "OriginStr", "OriginStr"]:  # type: ignore[override]
+    def rpartition(self, sep: str) -> tuple["OriginStr", "OriginStr", "OriginStr"]:
         a, s, b = str.rpartition(self, sep)
         return self._sub(0, a), self._sub(len(a), s), self._sub(len(a) + len(s), b)
 
-    def replace(self, old: str, new: str, count: SupportsIndex = -1) -> "OriginStr":  # type: ignore[override]
+    def replace(self, old: str, new: str, count: SupportsIndex = -1) -> "OriginStr":
         text = str.replace(self, old, new, count)
         n = int(count)
         new_o = (len(new), origins_of(new))
@@ -199,7 +199,7 @@ class OriginStr(str):
 
     def _mapped(self, text: str) -> "OriginStr":
         o = self._o
-        if type(o) is int or len(text) == len(self):  # case maps never shorten a string
+        if isinstance(o, int) or len(text) == len(self):  # case maps never shorten a string
             return _make(text, o)
         return _make(text, DATA)
 
@@ -263,7 +263,7 @@ def _cat(parts: Any) -> Origins:
     for n, o in parts:
         if not n:
             continue
-        for end, k in ((n, o),) if type(o) is int else o:
+        for end, k in ((n, o),) if isinstance(o, int) else o:
             if out and out[-1][1] == k:
                 out[-1] = (base + end, k)
             else:
@@ -276,8 +276,8 @@ def _cat(parts: Any) -> Origins:
 
 def _slice_runs(o: Origins, a: int, b: int) -> Origins:
     """The origins of characters [a, b)."""
-    if type(o) is int or a >= b:
-        return o if type(o) is int else DATA
+    if isinstance(o, int) or a >= b:
+        return o if isinstance(o, int) else DATA
     out = []
     prev = 0
     for end, k in o:
@@ -291,7 +291,7 @@ def _slice_runs(o: Origins, a: int, b: int) -> Origins:
 
 def _at(o: Origins, i: int) -> int:
     """The origin of character i (0 <= i < len)."""
-    if type(o) is int:
+    if isinstance(o, int):
         return o
     return o[bisect_right(o, (i, 2))][1]
 
@@ -311,7 +311,7 @@ def _from_list(origins: list[int]) -> Origins:
 def runs_of(value: str) -> tuple[tuple[int, int], ...]:
     """A string's origins as (end, origin) runs (any str: DATA)."""
     o = origins_of(value)
-    if type(o) is int:
+    if isinstance(o, int):
         return ((len(value), o),) if value else ()
     return o
 
