@@ -140,12 +140,16 @@ def test_special_tokens_from_the_folder(tmp_path):
                                                tokenize=False)
 
 
-def test_transformers_class(qwen25):
+def test_transformers_class(qwen25, tmp_path):
     from qwen4exp.hf import Qwen4ExpTokenizer
 
     folder, tok, hf = qwen25
     ours = Qwen4ExpTokenizer.from_pretrained(folder)
     assert ours.chat_format == "template"
+    ours.save_pretrained(tmp_path / "saved")
+    again = Qwen4ExpTokenizer.from_pretrained(tmp_path / "saved")
+    assert again.chat_format == "template"
+    assert again.apply_chat_template(CONVERSATION, tools=TOOLS) == ours.apply_chat_template(CONVERSATION, tools=TOOLS)
     assert ours.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False) == hf.apply_chat_template(
         CONVERSATION, tools=TOOLS, tokenize=False)
     assert ours.apply_chat_template(CONVERSATION, tools=TOOLS, add_generation_prompt=True) == \
