@@ -54,6 +54,7 @@ _GENERATED: contextvars.ContextVar[list | None] = contextvars.ContextVar("qwen4e
 def _jinja():
     try:
         import jinja2
+        import jinja2.meta  # noqa: F401  (find_undeclared_variables)
     except ImportError:  # pragma: no cover - jinja2 is a dependency of the template path
         raise ChatFormatError("rendering a model folder's own chat template needs jinja2>=3.1 "
                               "(a dependency of qwen4exp: pip install jinja2)") from None
@@ -260,7 +261,10 @@ def _compiled(template: str) -> Any:
     jinja2 = _jinja()
     with _compile_lock:
         try:
-            return env.from_string(template)
+            compiled = env.from_string(template)
+            # the variables it reads: a caller value it never names need not be wrapped
+            compiled.q4_names = frozenset(jinja2.meta.find_undeclared_variables(env.parse(template)))
+            return compiled
         except jinja2.TemplateSyntaxError as exc:
             raise ChatFormatError(f"chat template: line {exc.lineno}: {exc.message}") from None
         except jinja2.TemplateError as exc:
@@ -458,11 +462,13 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
     # transformers: {**special_tokens_map, **kwargs}, then messages, tools, documents
     # and add_generation_prompt; a caller's keyword is the caller's (DATA).
     variables = _special_values(special_tokens)
+    names = _compiled(template).q4_names
     for name, value in (template_kwargs or {}).items():
-        variables[name] = wrap_caller(value)
+        variables[name] = wrap_caller(value) if name in names else value
     variables["messages"] = wrap_caller(list(messages))
-    variables["tools"] = wrap_caller(list(tools)) if tools is not None else None
-    variables["documents"] = wrap_caller(list(documents)) if documents is not None else None
+    variables["tools"] = None if tools is None else wrap_caller(list(tools)) if "tools" in names else tools
+    variables["documents"] = (None if documents is None else wrap_caller(list(documents))
+                              if "documents" in names else documents)
     variables["add_generation_prompt"] = wrap_caller(add_generation_prompt)
     pieces, generated = _pieces(template, variables)
     text, runs = _trusted_runs(pieces)
