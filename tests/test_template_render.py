@@ -11,8 +11,7 @@ none from caller text.
 
 from __future__ import annotations
 
-import json
-import os
+import unicodedata
 
 import numpy as np
 import pytest
@@ -39,7 +38,6 @@ FAST = ("Qwen-Qwen3-0.6B.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja", "goog
 def union(tmp_path_factory):
     """(our Tokenizer, HF tokenizers.Tokenizer, atom ids) of the test vocabulary."""
     from tokenizers import AddedToken
-    from tokenizers import Tokenizer as HFTokenizer
 
     hf = hf_full()
     have = {t.content for t in hf.get_added_tokens_decoder().values()}
@@ -116,6 +114,7 @@ def check_conversation(name, union, conversation):
     assert not isinstance(chat_h, tuple), f"{name}: we raise {chat_h[1]} (hostile)"
     assert chat_h.text == ref_h
     ids_h = tok.encode_chat(chat_h)
+    assert tok.decode(ids_h) == unicodedata.normalize("NFC", ref_h)  # every byte encoded, markers as text
     ref_p = hf_text(name, *placed)
     if not isinstance(ref_p, tuple) and R.unplace(ref_p, spellings) == ref_h:
         # the template did not branch on the markers: the same structure, the same atoms

@@ -37,7 +37,7 @@ from typing import Any
 
 from .errors import ChatFormatError
 from .segments import ChatRecord, RenderedChat, utf8
-from .template_values import (DATA, TRUSTED, OriginStr, as_origin, derived, is_trusted_value, trusted,
+from .template_values import (DATA, TRUSTED, OriginStr, as_origin, derived, trusted,
                               wrap_caller)
 
 __all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher", "AtomMatcher",
