@@ -2,11 +2,10 @@
 
 * the chat templates of ~30 model families (tests/data/templates/, see its
   NOTICE.md) and the special-token values each family's folder passes;
-* a test vocabulary: the shipped Qwen3 tokenizer.json plus, as added tokens,
-  every marker those templates spell (`<|start_header_id|>`, `<start_of_turn>`,
-  `[INST]`, ...), so each template's own markers are atoms and Hugging Face's
+* the markers those templates spell (`<|start_header_id|>`, `<start_of_turn>`,
+  `[INST]`, ...): the tests add them to the shipped Qwen3 tokenizer.json as
+  added tokens, so each template's own markers are atoms and Hugging Face's
   ids can be compared for every family;
-* transformers' `apply_chat_template` over that vocabulary: the oracle;
 * conversations (hypothesis strategies) and their hostile twins.
 
 Nothing here imports qwen4exp.
@@ -14,7 +13,6 @@ Nothing here imports qwen4exp.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -22,7 +20,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from _hf_reference import REPO, TOKENIZER_JSON
+from _hf_reference import REPO
 
 TEMPLATE_DIR = os.path.join(REPO, "tests", "data", "templates")
 TEMPLATES = tuple(sorted(f for f in os.listdir(TEMPLATE_DIR) if f.endswith(".jinja")))
@@ -69,45 +67,6 @@ def markers(name: str) -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def all_markers() -> tuple[str, ...]:
     return tuple(sorted({m for name in TEMPLATES for m in markers(name)}))
-
-
-def union_tokenizer_json(directory: str) -> str:
-    """Write the test vocabulary (Qwen3 + every template's markers as added
-    tokens, new ids after Qwen3's) as `directory`/tokenizer.json."""
-    with open(TOKENIZER_JSON, encoding="utf-8") as f:
-        tj = json.load(f)
-    have = {t["content"] for t in tj["added_tokens"]}
-    next_id = max(t["id"] for t in tj["added_tokens"]) + 1
-    for m in all_markers():
-        if m in have:
-            continue
-        tj["added_tokens"].append({"id": next_id, "content": m, "single_word": False, "lstrip": False,
-                                   "rstrip": False, "normalized": False, "special": True})
-        next_id += 1
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "tokenizer.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False)
-    return path
-
-
-def hf_tokenizer(path: str):
-    from transformers import PreTrainedTokenizerFast
-
-    return PreTrainedTokenizerFast(tokenizer_file=path)
-
-
-def hf_render(hf, name: str, messages, *, tools=None, add_generation_prompt=False, tokenize=False, **kwargs):
-    """transformers' apply_chat_template with the template and the family's
-    special tokens (as the folder's special_tokens_map would pass them);
-    ("raises", exception) when it raises."""
-    try:
-        return hf.apply_chat_template(copy.deepcopy(messages), tools=copy.deepcopy(tools),
-                                      chat_template=template_text(name), tokenize=tokenize,
-                                      add_generation_prompt=add_generation_prompt,
-                                      **special_tokens(name), **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any failure is "transformers refuses"
-        return ("raises", exc)
 
 
 # -- conversations ------------------------------------------------------------------
