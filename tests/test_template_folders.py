@@ -199,3 +199,13 @@ def test_generation_blocks_give_transformers_assistant_masks(qwen25, training):
     assert enc.ids.tolist() == out["input_ids"]
     assert enc.assistant_mask.astype(int).tolist() == out["assistant_masks"]
     assert render_template("{{ messages[0].content }}", messages).generation_ranges == ()
+
+
+def test_ray_rows_render_through_the_template(qwen25):
+    """qwen4exp.ray's row renderer (what each actor runs) with a template tokenizer."""
+    import qwen4exp.ray as ray_module
+    tok = qwen25[1]
+    render = {"chat_format": "template", "renderer": tok.render_chat}
+    columns = {"messages": [json.dumps({"messages": CONVERSATION, "tools": TOOLS})]}
+    chat = ray_module._render(columns, 0, "messages", render)
+    assert chat == tok.render_chat(CONVERSATION, tools=TOOLS)

@@ -100,8 +100,12 @@ def tokenize_dataset(
     if vocab is None:  # the vocabulary of the format's models
         vocab = format_named(chat_format).vocabulary if chat_format is not None else DEFAULT_VOCABULARY
     tok = vocab if isinstance(vocab, Tokenizer) else _tokenizer_by_name(vocab, CACHE_SIZE_DEFAULT)
-    # a format of another vocabulary is refused here, before anything runs
-    render = {"chat_format": tok._chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
+    # a format of another vocabulary is refused here, before anything runs; a
+    # tokenizer of a model folder's own template renders through it (Tokenizer.render_chat)
+    if chat_format is None and tok.chat_format == "template":
+        render: dict = {"chat_format": "template", "renderer": tok.render_chat}
+    else:
+        render = {"chat_format": tok._chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name}
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
@@ -346,7 +350,7 @@ def _render(columns, r: int, column: str, render: dict):
     # the run's format (render_chat's default without one): a row may only repeat it
     messages, options = request_from_json(request_of_row(columns, r, column), "record",
                                           render["chat_format"])
-    return render_chat(messages, **options)
+    return render.get("renderer", render_chat)(messages, **options)
 
 
 def _describe(exc: BaseException) -> str:
