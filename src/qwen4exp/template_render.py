@@ -37,7 +37,7 @@ from typing import Any
 
 from .errors import ChatFormatError
 from .segments import ChatRecord, RenderedChat, utf8
-from .template_values import (DATA, TRUSTED, OriginStr, as_origin, derived, trusted,
+from .template_values import (DATA, TRUSTED, OriginStr, as_origin, data, derived, trusted,
                               wrap_caller)
 
 __all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher", "AtomMatcher",
@@ -127,7 +127,7 @@ def _raise_exception(message: Any) -> None:
 
 
 def _strftime_now(format: Any) -> OriginStr:
-    return derived(datetime.now().strftime(format), None, 0)  # the clock is not the template's
+    return data(datetime.now().strftime(format))  # the clock is neither the template's nor the folder's
 
 
 def _tracked_filter(f: Any) -> Any:
