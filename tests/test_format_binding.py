@@ -89,7 +89,9 @@ def test_unknown_template_names_nearest_format_and_override(tmp_path, folders):
     path = folder_with(tmp_path, folders, "qwen3_8.jinja")
     _model_folders.model_folder(path, "qwen3.8", template=edited)
     with pytest.raises(qwen4exp.ChatFormatError, match=r"closest to 'qwen3.8'.*chat_format='qwen3.8'"):
-        qwen4exp.Tokenizer.from_pretrained(path)
+        formats.identify_template(edited)
+    # a folder with it renders its own template (with provenance); chat_format= picks the native one
+    assert qwen4exp.Tokenizer.from_pretrained(path).chat_format == "template"
     tok = qwen4exp.Tokenizer.from_pretrained(path, chat_format="qwen3.8")
     assert tok.chat_format == "qwen3.8"
     with pytest.raises(qwen4exp.ChatFormatError, match="the qwen3 format, which is for the qwen3 vocabulary"):

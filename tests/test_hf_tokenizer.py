@@ -523,11 +523,14 @@ def test_save_pretrained_round_trip(loaded, tmp_path):
 
 
 def test_explicit_format_and_template_file_survive_saving(folders, tmp_path):
-    """A template qwen4exp does not recognise needs chat_format=; saving records
-    it. A template kept in chat_template.jinja stays there."""
+    """A template qwen4exp does not recognise is rendered as it is (chat_format
+    "template") unless chat_format= names a native format; saving records a
+    named one. A template kept in chat_template.jinja stays there."""
     odd = _variant(folders["qwen3"], tmp_path / "odd", template="{% for m in messages %}{{ m.content }}\n{% endfor %}")
-    with pytest.raises(ChatFormatError, match="chat_format="):
-        Qwen4ExpTokenizer.from_pretrained(odd)
+    own = Qwen4ExpTokenizer.from_pretrained(odd)
+    assert own.chat_format == "template"
+    assert own.apply_chat_template([U("Hi"), A("<|im_end|>")], tokenize=False) == "Hi\n<|im_end|>\n"
+    assert own.apply_chat_template([U("Hi"), A("<|im_end|>")]) == qwen4exp.Tokenizer().encode("Hi\n<|im_end|>\n")
     named = Qwen4ExpTokenizer.from_pretrained(odd, chat_format="qwen3-2507")
     named.save_pretrained(tmp_path / "named")
     with open(tmp_path / "named" / "tokenizer_config.json", encoding="utf-8") as f:

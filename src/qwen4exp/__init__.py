@@ -16,6 +16,7 @@ from qwen4exp.markers import Marker
 from qwen4exp.render.media import MediaPart, MediaProcessor
 from qwen4exp.render.segments import Kind, MessageSpan, RenderedChat, Segment, SegmentBuilder
 from qwen4exp.shapes import ChatMessage, OpenAIDelta, ParsedCompletion, Tool, ToolCall
+from qwen4exp.render.template import render_template  # jinja2 is imported on first render only
 from qwen4exp.encode.tokenizer import TokenBuffer, Tokenizer, vocabularies
 from qwen4exp.encode.chat_encoder import ChatEncoder  # after .tokenizer, which it uses
 
@@ -23,6 +24,7 @@ __all__ = [
     "render_chat",
     "render_chat_into",
     "chat_formats",
+    "render_template",
     "Tokenizer",
     "TokenBuffer",
     "EncodedChat",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class RecordOptions(NamedTuple):
     render: tuple = ()  # (name, value) pairs
     keep: bool = False
     defaults: tuple = ()  # (name, value) pairs
+    # Tokenizer.render_chat of a --tokenizer FOLDER rendered through its own
+    # template (chat_format "template"), which render_chat alone cannot render
+    renderer: Any = None
 
 
 def other_fields(obj) -> dict:
@@ -318,4 +321,5 @@ def record_options(args, tok=None) -> RecordOptions:
     fmt = getattr(args, "chat_format", None) or (tok.chat_format if tok is not None else None)
     render = (("chat_format", fmt),) if fmt else ()
     defaults = tuple(tok.render_defaults.items()) if tok is not None else ()
-    return RecordOptions(render, bool(getattr(args, "keep_columns", False)), defaults)
+    renderer = tok.render_chat if tok is not None and fmt == "template" else None
+    return RecordOptions(render, bool(getattr(args, "keep_columns", False)), defaults, renderer)

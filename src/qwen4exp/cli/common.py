@@ -177,7 +177,7 @@ def tokenizer_of(args=None, chat_format: str | None = None):
             raise UsageError(f"--vocab: {exc}") from None
     else:
         return Tokenizer(format_vocabulary(fmt)) if fmt is not None else Tokenizer()
-    if fmt is not None and fmt not in tok.chat_formats():
+    if fmt is not None and fmt != tok.chat_format and fmt not in tok.chat_formats():
         given = f"--tokenizer {path}" if path else f"--vocab {name}"
         named_by_option = fmt == getattr(args, "chat_format", None)
         source = f"--chat-format {fmt}" if named_by_option else f'the request\'s "chat_format" {fmt!r}'

@@ -131,9 +131,11 @@ def _load_request(path: str, args=None):
     return messages, options
 
 
-def _render(messages, options, where: str):
+def _render(messages, options, where: str, args=None):
     from qwen4exp.render.chat import render_chat
     try:
+        if options.get("chat_format") == "template":  # --tokenizer FOLDER with its own template
+            return tokenizer_of(args).render_chat(messages, **options)
         return render_chat(messages, **options)
     except Qwen4ExpError as exc:
         raise InputError(f"{where}: {type(exc).__name__}: {exc}") from None
@@ -209,7 +211,7 @@ def cmd_demo(args) -> int:
 
     path = example_path()
     messages, options = _load_request(path, args)
-    chat = _render(messages, options, path)
+    chat = _render(messages, options, path, args)
     tok = tokenizer_of(args, chat.chat_format)
     ids = tok.encode_chat(chat)
     per_segment = _segment_ids(tok, chat)
@@ -292,7 +294,7 @@ def _covering_ids(tok, seg_ids, start: int, end: int) -> list[int]:
 def cmd_render(args) -> int:
     where = "stdin" if args.file == "-" else args.file
     messages, options = _load_request(args.file, args)
-    chat = _render(messages, options, where)
+    chat = _render(messages, options, where, args)
     tok = tokenizer_of(args, chat.chat_format) if args.table else None  # refused before anything is written
     if args.json:
         doc = {
@@ -336,7 +338,7 @@ def _on_input(args, on_chat, on_text):
             raise UsageError("--chat reads a chat request from FILE or stdin, not --text")
         path = "-" if args.file is None else args.file
         messages, options = _load_request(path, args)
-        chat = _render(messages, options, "stdin" if path == "-" else path)
+        chat = _render(messages, options, "stdin" if path == "-" else path, args)
         tok = tokenizer_of(args, chat.chat_format)
         return tok, on_chat(tok, chat)
     tok = tokenizer_of(args)
@@ -440,7 +442,7 @@ def cmd_parse(args) -> int:
     if args.prompt is not None:  # the chat request the ids answer, with its generation prompt
         messages, options = _load_request(args.prompt, args)
         options["add_generation_prompt"] = True
-        prompt = _render(messages, options, "stdin" if args.prompt == "-" else args.prompt)
+        prompt = _render(messages, options, "stdin" if args.prompt == "-" else args.prompt, args)
     fmt = args.chat_format or (prompt.chat_format if prompt is not None else None)  # and its models' vocabulary
     tools = None if args.tools is None else _load_tools(args.tools)
     tok = tokenizer_of(args, fmt)

@@ -105,7 +105,7 @@ def make_record(obj, index, line, nbytes_hint=None, options: RecordOptions = Rec
                                                   or default_format().name)
     for key, value in options.defaults:  # the model folder's defaults, for what the record left out
         request_options.setdefault(key, value)
-    chat = render_chat(messages, **render, **request_options)
+    chat = (options.renderer or render_chat)(messages, **render, **request_options)
     return Record(index, line, CHAT, chat, len(chat.data), extra)
 
 

@@ -28,7 +28,11 @@ from qwen4exp.vocab import compile as _vocab_compile
 from qwen4exp.vocab.loading import arrays_sha256
 from qwen4exp.vocab.vocabulary import VOCABULARIES
 
-__all__ = ["TokenizerCore", "HasCore", "CACHE_SIZE_DEFAULT", "thread_count"]
+__all__ = ["TokenizerCore", "HasCore", "CACHE_SIZE_DEFAULT", "TEMPLATE_FORMAT", "thread_count"]
+
+#: chat_format of a tokenizer that renders its model folder's own Jinja template
+#: (render.template.TEMPLATE_FORMAT; not imported here: jinja2 loads on first render).
+TEMPLATE_FORMAT = "template"
 
 _CACHE_MAX = 1 << 22  # pieces per worker cache (about 150 bytes each with their share of spill and pool)
 CACHE_SIZE_DEFAULT = 1 << 16  # tuned on fresh documents: 32768 measured slower, 16384 much slower
@@ -74,6 +78,8 @@ class TokenizerCore:
     render_defaults: dict[str, Any]
     #: a model folder's other files (preprocessor_config.json, ...)
     model_config: dict[str, Any]
+    #: a model folder's own chat template (render.template.TemplateBinding), or None
+    template: Any
 
     def __init__(self, arrays: Mapping[str, np.ndarray], cache_size: int, encode_threads: int | None,
                  vocab_name: str | None) -> None:
@@ -127,6 +133,8 @@ class TokenizerCore:
         self.format = default_format(self.family)
         self.render_defaults = {}
         self.model_config = {}
+        self.template = None
+        self._atom_matcher: Any = None
 
     # -- the tables built on first use -----------------------------------------
 
@@ -169,18 +177,56 @@ class TokenizerCore:
 
     # -- the chat format -------------------------------------------------------
 
-    def bind(self, fmt: ChatFormat | str, defaults: Mapping[str, object], model_config: Mapping[str, object]) -> None:
-        """Render `fmt` by default, with a model folder's option defaults and files."""
+    @property
+    def chat_format(self) -> str:
+        return TEMPLATE_FORMAT if self.template is not None else self.format.name
+
+    def bind(self, fmt: ChatFormat | str, defaults: Mapping[str, object], model_config: Mapping[str, object],
+             template: tuple | None = None) -> None:
+        """Render `fmt` by default, with a model folder's option defaults and files;
+        with `template` (TemplateBinding's state: the text and the folder's special
+        tokens), the folder's own template instead."""
+        binding = None
+        if template is not None:
+            from qwen4exp.render.template import TemplateBinding
+
+            binding = TemplateBinding(*template)
+        self.template = None
         self.format = self.chat_format_of(fmt, "chat_format")
         self.render_defaults = dict(defaults)
         self.model_config = dict(model_config)
+        self.template = binding
+
+    def render_own_template(self, messages: Any, options: dict) -> RenderedChat:
+        """render_chat through the model folder's own template: `tools`,
+        `add_generation_prompt`, `documents` and any other keyword as
+        transformers' apply_chat_template takes them."""
+        from qwen4exp.render.template import AtomMatcher
+
+        tools = options.pop("tools", None)
+        add_generation_prompt = options.pop("add_generation_prompt", False)
+        binding = self.template
+        other = options.pop("chat_template", None)  # transformers' keyword: another template, same tokens
+        if other is not None and other != binding.template:
+            binding = type(binding)(other, binding.special_tokens)
+        if self._atom_matcher is None:  # the atom spellings trusted template text resolves to
+            self._atom_matcher = AtomMatcher(self.atoms)
+        chat = RenderedChat()
+        chat._commit(binding.record(self._atom_matcher, messages, tools, add_generation_prompt, options))
+        return chat
 
     def chat_format_of(self, name: ChatFormat | str | None, where: str) -> ChatFormat:
         """The format `name` (None: the bound one), refused unless it belongs to
         this vocabulary: a chat rendered for another vocabulary's models would
         get ids no model was trained on."""
-        if name is None:
+        if name is None and self.template is None:
             return self.format
+        if name is None or name == TEMPLATE_FORMAT:
+            raise ChatFormatError(
+                f"{where}: {'this tokenizer renders' if self.template is not None else 'there is no'} its model "
+                f"folder's own chat template (chat_format {TEMPLATE_FORMAT!r}), which has no native format: "
+                f"qwen4exp renders it with provenance, but {where} needs one of the native formats "
+                f"({', '.join(self.chat_formats())}); name one with chat_format= if the model speaks it")
         fmt = _format_named(name)
         if fmt.vocabulary != self.family:
             raise ChatFormatError(
@@ -198,6 +244,8 @@ class TokenizerCore:
         """Refuse a chat rendered in a format of another vocabulary (a caller-built
         stream, with no format, is the caller's to vouch for)."""
         name = chat.chat_format
+        if name == TEMPLATE_FORMAT:  # its atoms are checked against this vocabulary's when encoded
+            return
         if name is not None and (name != self.format.name or self.format.vocabulary != self.family):
             self.chat_format_of(name, where)  # a dict look-up; raises for another vocabulary
 
@@ -213,7 +261,8 @@ class TokenizerCore:
         from_file one, which carries its compiled arrays and their SHA-256, so a
         process that never saw the tokenizer.json rebuilds it; the arrays are
         verified against the checksum before use)."""
-        binding = (self.format.name, dict(self.render_defaults), dict(self.model_config))
+        binding = (self.format.name, dict(self.render_defaults), dict(self.model_config),
+                   None if self.template is None else self.template.state())
         if self.vocab_name is not None:
             return (tokenizer_by_name, (cls, self.vocab_name, self.cache_size, self.encode_threads, binding))
         assert self._compiled is not None  # a from_file vocabulary keeps its arrays

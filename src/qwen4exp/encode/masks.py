@@ -81,6 +81,15 @@ def chat_masks(chat, ids: np.ndarray, tok_ends: np.ndarray, token_lengths: np.nd
     which, inside = _in_ranges(off, starts, ends)
     message_index = np.where(inside, which, -1).astype(np.int32)
 
+    generation = chat.generation_ranges
+    if generation:  # a template's {% generation %} output: the tokens that overlap it, as transformers
+        g = np.asarray(generation, dtype=np.int64)
+        tok_end = np.maximum(off + 1, bounds[:-1][seg] + np.minimum(rel + lens, np.diff(bounds)[seg]))
+        first = np.searchsorted(g[:, 1], off, side="right")  # the first range ending after the token starts
+        inside = first < len(g)
+        starts_at = g[np.minimum(first, len(g) - 1), 0]
+        return EncodedChat(ids, control, message_index, inside & (starts_at < tok_end))
+
     assistant = [s for s in spans if s.role == "assistant"]
     a_starts = np.fromiter((s.start + _ASSISTANT_HEADER for s in assistant), dtype=np.int64,
                            count=len(assistant))

@@ -19,7 +19,7 @@ from qwen4exp.render import media as _media
 from qwen4exp.render.chat import render_chat as _render_chat
 from qwen4exp.vocab.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from qwen4exp.vocab.loading import bundled_arrays, compiled_file
-from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, TokenizerCore, thread_count as _thread_count
+from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, TEMPLATE_FORMAT, TokenizerCore, thread_count as _thread_count
 from qwen4exp.encode.token_buffer import TokenBuffer
 from qwen4exp.parse.completion import CompletionParser, parse_all
 from qwen4exp.parse.decode_stream import DecodeStream, PaddedRowsDecodeStream
@@ -118,8 +118,10 @@ class Tokenizer:
     def chat_format(self) -> str:
         """The chat format this tokenizer renders by default: its vocabulary's
         (formats.default_format of the vocabulary) or, from
-        `from_pretrained`, the model folder's."""
-        return self.core.format.name
+        `from_pretrained`, the model folder's: a known format by its template's
+        fingerprint, else "template" (the folder's own Jinja template, rendered
+        with provenance by qwen4exp.render.template)."""
+        return self.core.chat_format
 
     @property
     def vocabulary(self) -> str | None:
@@ -139,8 +141,14 @@ class Tokenizer:
     def render_chat(self, messages: Sequence[MessageLike], **options: Any) -> RenderedChat:
         """qwen4exp.render_chat in this tokenizer's chat format, with the model
         folder's defaults for options left out (`chat_format=` must be a
-        format of this vocabulary)."""
-        fmt = self.core.chat_format_of(options.pop("chat_format", None), "render_chat()")
+        format of this vocabulary). A tokenizer whose chat_format is "template"
+        renders its model folder's own Jinja template (qwen4exp.render_template):
+        `tools`, `add_generation_prompt`, `documents` and any other keyword as
+        transformers' apply_chat_template takes them."""
+        name = options.pop("chat_format", None)
+        if self.core.template is not None and name in (None, TEMPLATE_FORMAT):
+            return self.core.render_own_template(messages, options)
+        fmt = self.core.chat_format_of(name, "render_chat()")
         for key, value in self.core.render_defaults.items():
             if options.get(key) is None:
                 options[key] = value

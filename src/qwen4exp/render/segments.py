@@ -76,6 +76,7 @@ class ChatRecord(NamedTuple):
     add_generation_prompt: bool = False
     opens_reasoning: bool = False  # the generation prompt left a THINK block open
     media: tuple = ()  # the media parts' places (media.MediaPart)
+    generation: tuple = ()  # a template's {% generation %} output: flat (start, end) byte offsets
 
 
 class RenderedChat:
@@ -98,7 +99,7 @@ class RenderedChat:
     """
 
     __slots__ = ("_data", "_bounds", "_first_control", "_text", "_segments", "_marks", "_spans",
-                 "_format", "_tools", "_generation_prompt", "_opens_reasoning", "_media")
+                 "_format", "_tools", "_generation_prompt", "_opens_reasoning", "_media", "_generation")
     _text: str | None  # decoded on first use
     _segments: tuple[Segment, ...] | None  # built on first use
     _spans: tuple[MessageSpan, ...] | None  # built on first use
@@ -178,6 +179,14 @@ class RenderedChat:
         `encode_chat(expand_media=...)` counts its pads. () without media."""
         return self._media
 
+    @property
+    def generation_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The byte ranges a chat template's `{% generation %}` blocks wrote
+        (what transformers' return_assistant_tokens_mask marks), in order; ()
+        for the native formats and a template without such blocks."""
+        g = self._generation
+        return tuple(zip(g[::2], g[1::2]))
+
     def request_tools(self) -> list | None:
         """The tool schemas the chat was rendered with, as a new list of new
         dicts on every call; None without tools (and for `RenderedChat()` and
@@ -194,6 +203,7 @@ class RenderedChat:
         self._tools, self._generation_prompt = record.tools, record.add_generation_prompt
         self._opens_reasoning = record.opens_reasoning
         self._media = record.media
+        self._generation = record.generation
         self._segments = self._spans = None
 
     def __len__(self) -> int:

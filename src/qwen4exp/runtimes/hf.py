@@ -61,6 +61,8 @@ from qwen4exp.encode.tokenizer import Tokenizer
 
 __all__ = ["Qwen4ExpTokenizer", "ASSISTANT_MASK_STYLES"]
 
+# Tokenizer.chat_format of a folder rendered through its own template (template_render).
+_OWN_TEMPLATE = "template"
 #: How `apply_chat_template` marks an assistant turn's tokens (see the module).
 ASSISTANT_MASK_STYLES = ("qwen4exp", "trl")
 # transformers 4.x returns ids from apply_chat_template unless asked, 5.x a dict.
@@ -436,7 +438,8 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
         variant of the model's template), else the tokenizer's
         `assistant_mask_style`.
         """
-        if documents is not None:
+        own_template = self.chat_format == _OWN_TEMPLATE
+        if documents is not None and not own_template:
             raise ChatFormatError("apply_chat_template(): the Qwen chat formats have no documents (RAG) section")
         if continue_final_message:
             raise ChatFormatError("apply_chat_template(): continue_final_message is not supported: qwen4exp "
@@ -450,12 +453,16 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
             generation_blocks = isinstance(chat_template, str) and _GENERATION_BLOCK.search(chat_template)
             assistant_mask_style = "trl" if generation_blocks else self.assistant_mask_style
         _check_mask_style(assistant_mask_style)
-        options = self._template_options(chat_template, kwargs)
+        options = self._own_template_options(chat_template, documents, kwargs) if own_template else \
+            self._template_options(chat_template, kwargs)
         batched = isinstance(conversation, (list, tuple)) and bool(conversation) and isinstance(
             conversation[0], (list, tuple))
         conversations = list(conversation) if batched else [conversation]
         tools = [get_json_schema(t) if callable(t) else t for t in tools] if tools is not None else None
-        chats = [render_chat(messages, tools=tools, add_generation_prompt=add_generation_prompt, **options)
+        # the folder's own template renders through the tokenizer, which holds it; a native
+        # format through render_chat, with the options the template given implies
+        render = self._tok.render_chat if own_template else render_chat
+        chats = [render(messages, tools=tools, add_generation_prompt=add_generation_prompt, **options)
                  for messages in conversations]
         if not tokenize:
             texts = [chat.text for chat in chats]
@@ -487,6 +494,19 @@ class Qwen4ExpTokenizer(PreTrainedTokenizerBase):
             padding_side=call.get("padding_side"), return_tensors=return_tensors,
             return_attention_mask=call.get("return_attention_mask"))
         return out if return_dict else out["input_ids"]
+
+    def _own_template_options(self, chat_template: str | None, documents: list | None,
+                              kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The render keywords for a folder rendered through its own template
+        (chat_format "template"): every keyword is a template variable, as in
+        transformers; a chat_template argument renders that template instead,
+        with the folder's special tokens."""
+        options = dict(kwargs)
+        if documents is not None:
+            options["documents"] = documents
+        if chat_template is not None and chat_template != self.chat_template:
+            options["chat_template"] = chat_template
+        return options
 
     def _template_options(self, chat_template: str | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """render_chat's keywords: the chat format, the format's own keywords

@@ -102,10 +102,15 @@ def tokenize_dataset(
     if vocab is None:  # the vocabulary of the format's models
         vocab = format_named(chat_format).vocabulary if chat_format is not None else DEFAULT_VOCABULARY
     tok = vocab if isinstance(vocab, Tokenizer) else tokenizer_by_name(Tokenizer, vocab, CACHE_SIZE_DEFAULT)
-    # a format of another vocabulary is refused here, before anything runs
-    render = {"chat_format": tok.core.chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name,
-              # a model folder's implied options (Tokenizer.render_defaults), for what a row leaves out
-              "defaults": dict(tok.render_defaults)}
+    # a format of another vocabulary is refused here, before anything runs; a
+    # tokenizer of a model folder's own template renders through it (Tokenizer.render_chat)
+    render: dict
+    if chat_format is None and tok.chat_format == "template":
+        render = {"chat_format": "template", "renderer": tok.render_chat}
+    else:
+        render = {"chat_format": tok.core.chat_format_of(chat_format, "tokenize_dataset(chat_format=...)").name,
+                  # a model folder's implied options (Tokenizer.render_defaults), for what a row leaves out
+                  "defaults": dict(tok.render_defaults)}
     return ds.map_batches(
         _TokenizeColumn,
         fn_constructor_kwargs=dict(
@@ -352,7 +357,7 @@ def _render(columns, r: int, column: str, render: dict):
                                           render["chat_format"])
     for key, value in render.get("defaults", {}).items():
         options.setdefault(key, value)
-    return render_chat(messages, **options)
+    return render.get("renderer", render_chat)(messages, **options)
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,8 +11,10 @@ A model folder (what `huggingface_hub.snapshot_download` leaves, or what
 * The chat format: the one whose official template (or a known revision) the
   folder's template is, by fingerprint (formats.identify_template); the
   Qwen3.5 small models' template is the qwen3.5 format with thinking off by
-  default (`Tokenizer.render_defaults`). Any other template is an error that
-  names the nearest format and the `chat_format=` override.
+  default (`Tokenizer.render_defaults`). Any other template is rendered as it
+  is, with provenance (chat_format "template", qwen4exp.render.template), with
+  the folder's special tokens (tokenizer_config.json, special_tokens_map.json)
+  as its variables; `chat_format=` names a native format instead.
 * The format must belong to the vocabulary, and the model's embedding
   (config.json `vocab_size`) must hold every id the tokenizer can produce.
 
@@ -34,11 +36,11 @@ import numpy as np
 from qwen4exp.vocab.files import read_regular_file
 from qwen4exp.vocab.loading import DATA_DIR, TOKENIZER_JSON_LIMIT, compiled_file
 from qwen4exp.errors import ChatFormatError, VocabularyError
-from qwen4exp.formats import chat_format as format_named, identify_template
+from qwen4exp.formats import chat_format as format_named, default_format, identify_template
 from qwen4exp.vocab.vocabulary import VOCABULARIES
 
 __all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template", "read_folder_json", "read_folder_file",
-           "CONFIG_LIMIT"]
+           "read_special_tokens", "CONFIG_LIMIT"]
 
 # The compiled arrays that decide ids and decoded text (not the source checksum).
 _CONTENT = ("token_bytes", "token_offsets", "merges", "atom_ids", "atom_special", "atom_bytes",
@@ -145,6 +147,47 @@ def read_chat_template(folder: str) -> str | None:
     return template
 
 
+# The special-token attributes transformers passes a template as variables
+# (PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES), additional_special_tokens last.
+_SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def _token_text(value: Any, where: str) -> str | None:
+    """A special token's spelling: a str, or an AddedToken's {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    if value is None or isinstance(value, str):
+        return value
+    raise ChatFormatError(f"{where}: a special token must be a string or an AddedToken object")
+
+
+def read_special_tokens(folder: str) -> dict[str, Any]:
+    """The folder's special tokens as transformers' `special_tokens_map` gives
+    them to a chat template: bos_token ... mask_token, additional_special_tokens
+    and the extra_special_tokens names, from tokenizer_config.json, with
+    special_tokens_map.json's values over them; empty ones left out."""
+    config = read_folder_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
+    overrides = read_folder_json(os.path.join(folder, "special_tokens_map.json"), "special_tokens_map.json") or {}
+    merged = {**config, **{k: v for k, v in overrides.items() if v}}
+    out: dict[str, Any] = {}
+    for name in _SPECIAL_NAMES:
+        text = _token_text(merged.get(name), f"{folder}: {name}")
+        if text:
+            out[name] = text
+    extra = merged.get("additional_special_tokens")
+    if isinstance(extra, list):
+        texts = [_token_text(v, f"{folder}: additional_special_tokens") for v in extra]
+        if any(texts):
+            out["additional_special_tokens"] = [t for t in texts if t is not None]
+    named = config.get("extra_special_tokens")
+    if isinstance(named, dict):
+        for name, value in named.items():
+            text = _token_text(value, f"{folder}: extra_special_tokens")
+            if isinstance(name, str) and text:
+                out[name] = text
+    return out
+
+
 def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, encode_threads: int | None):
     """Tokenizer.from_pretrained (see the module)."""
     folder = os.fspath(path)
@@ -162,6 +205,7 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
         raise VocabularyError(f"{source}: cannot read tokenizer.json ({exc.strerror or exc})") from None
 
     defaults: Mapping[str, Any]
+    own_template = None
     if chat_format is not None:
         fmt, defaults = format_named(chat_format), {}
     else:
@@ -171,8 +215,12 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
                 f"from_pretrained: {folder!r} has no chat template (tokenizer_config.json's chat_template "
                 f"or chat_template.jinja); name the format: from_pretrained(path, chat_format=...), one of "
                 f"{', '.join(tok.chat_formats())}")
-        fmt, defaults = identify_template(template)
-    if fmt.vocabulary != tok.core.family:
+        try:
+            fmt, defaults = identify_template(template)
+        except ChatFormatError:  # not a native format: the folder's own template, with provenance
+            fmt, defaults = default_format(tok.core.family), {}
+            own_template = (template, read_special_tokens(folder))
+    if own_template is None and fmt.vocabulary != tok.core.family:
         raise ChatFormatError(
             f"from_pretrained: {folder!r}: its chat template is the {fmt.name} format, which is for the "
             f"{fmt.vocabulary} vocabulary, but its tokenizer.json is {tok.core.describe()}")
@@ -184,7 +232,7 @@ def load_model_folder(cls, path, *, chat_format: str | None, cache_size: int, en
         value = read_folder_json(os.path.join(folder, name), name)
         if value is not None:
             kept[name] = value
-    tok.core.bind(fmt, defaults, kept)
+    tok.core.bind(fmt, defaults, kept, own_template)
     return tok
 
 

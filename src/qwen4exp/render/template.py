@@ -1,0 +1,529 @@
+"""Any Jinja chat template, rendered with provenance (docs/FORMAT.md, "Model folders").
+
+`render_template` renders a model folder's own chat template to exactly the
+text `transformers`' `apply_chat_template(tokenize=False)` gives (4.57: the
+same ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
+loopcontrols and `generation` extensions, its `tojson`, `raise_exception` and
+`strftime_now`; the folder's special tokens, `tools`, `documents` and extra
+keywords as variables), and knows where every character came from:
+
+* the caller's values enter the template as DATA strings (template_values.
+  OriginStr), and every string operation keeps their origin;
+* the template's literals (the code generator below wraps each constant) and
+  the folder's special tokens are TRUSTED;
+* Jinja's own joins (output, `~`, macro and block bodies, filters) are hooked
+  so each output piece keeps its origin; whatever is not followed is DATA.
+
+Segments: within TRUSTED text, the vocabulary's added-token spellings
+(leftmost-longest, as Hugging Face `tokenizers` extracts them) become
+TRUSTED_CONTROL atoms; everything else is DATA, so a benign chat gets exactly
+Hugging Face's ids and no caller byte can become an atom.
+
+jinja2 (a dependency) is imported on first use only: `import qwen4exp` and the
+native formats never load it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from itertools import accumulate
+from typing import Any
+
+from qwen4exp.errors import ChatFormatError
+from qwen4exp.render.segments import ChatRecord, RenderedChat, utf8
+from qwen4exp.render.template_values import (DATA, TRUSTED, OriginStr, as_origin, data, derived, trusted,
+                              wrap_caller)
+
+__all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher", "AtomMatcher",
+           "TemplateBinding"]
+
+#: RenderedChat.chat_format of a chat rendered from a model folder's own template.
+TEMPLATE_FORMAT = "template"
+
+_compile_lock = threading.Lock()
+# The {% generation %} blocks' outputs of the render in progress (this thread's, or task's).
+_GENERATED: contextvars.ContextVar[list | None] = contextvars.ContextVar("qwen4exp_generated", default=None)
+
+
+def _jinja():
+    try:
+        import jinja2
+        import jinja2.meta  # noqa: F401  (find_undeclared_variables)
+    except ImportError:  # pragma: no cover - jinja2 is a dependency of the template path
+        raise ChatFormatError("rendering a model folder's own chat template needs jinja2>=3.1 "
+                              "(a dependency of qwen4exp: pip install jinja2)") from None
+    return jinja2
+
+
+# -- output pieces with origins ------------------------------------------------
+
+
+def origin_concat(pieces: Iterable[Any]) -> OriginStr:
+    """Jinja's `concat` ("".join) for macro, block and `set` bodies, keeping origins."""
+    return OriginStr.join(_EMPTY_TRUSTED, [as_origin(p) for p in pieces])
+
+
+def origin_str_join(seq: Iterable[Any]) -> OriginStr:
+    """jinja2.runtime.str_join (the `~` operator), keeping origins."""
+    return OriginStr.join(_EMPTY_TRUSTED, [as_origin(str(p)) for p in seq])
+
+
+_LITERALS: dict[str, OriginStr] = {}  # one TRUSTED object per template constant (never mutated)
+
+
+def _literal(value: str) -> OriginStr:
+    lit = _LITERALS.get(value)
+    if lit is None:
+        if len(_LITERALS) > 1 << 16:  # bounded: a process that compiles many templates
+            _LITERALS.clear()
+        lit = _LITERALS[value] = trusted(value)
+    return lit
+
+
+def _literal_deep(value: Any) -> Any:
+    if type(value) is str:  # a Markup constant stays Markup (it escapes what is added to it)
+        return trusted(value)
+    if isinstance(value, list):
+        return [_literal_deep(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_literal_deep(v) for v in value)
+    if isinstance(value, dict):
+        return {_literal_deep(k): _literal_deep(v) for k, v in value.items()}
+    return value
+
+
+def _has_str(value: Any) -> bool:
+    if type(value) is str:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(map(_has_str, value))
+    if isinstance(value, dict):
+        return any(map(_has_str, value)) or any(map(_has_str, value.values()))
+    return False
+
+
+_EMPTY_TRUSTED = trusted("")
+
+
+# -- the environment -------------------------------------------------------------
+
+
+def _tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+            sort_keys: bool = False) -> OriginStr:
+    """transformers' `tojson` filter (no HTML escaping, its options), TRUSTED
+    only for a value made of the template's own strings."""
+    text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return derived(text, x, indent, separators)
+
+
+def _raise_exception(message: Any) -> None:
+    raise _jinja().exceptions.TemplateError(message)
+
+
+def _strftime_now(format: Any) -> OriginStr:
+    return data(datetime.now().strftime(format))  # the clock is neither the template's nor the folder's
+
+
+def _tracked_filter(f: Any) -> Any:
+    """A filter whose plain-str result is TRUSTED only when all its inputs are."""
+    pass_arg = getattr(f, "jinja_pass_arg", None)
+
+    def filter_(*args: Any, **kwargs: Any) -> Any:
+        rv = f(*args, **kwargs)
+        if type(rv) is str:
+            values = args[1:] if pass_arg is not None else args
+            rv = derived(rv, *values, *kwargs.values())
+        return rv
+
+    if pass_arg is not None:
+        filter_.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    filter_.__name__ = getattr(f, "__name__", "filter")
+    return filter_
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    """The tracing environment (one per process; templates are compiled once each)."""
+    jinja2 = _jinja()
+    from jinja2 import nodes
+    from jinja2.compiler import CodeGenerator, optimizeconst
+    from jinja2.ext import Extension
+    from jinja2.filters import sync_do_join
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.utils import concat
+
+    class TracingCodeGenerator(CodeGenerator):
+        """Jinja's code generator with every constant TRUSTED and every output,
+        `~` and body join kept as OriginStr (the text is unchanged)."""
+
+        def visit_Const(self, node: Any, frame: Any) -> None:
+            val = node.as_const(frame.eval_ctx)
+            if type(val) is str:  # not Markup (a folded |safe), which must stay what it is
+                self.write(f"environment.q4_lit({val!r})")
+            elif _has_str(val):
+                self.write(f"environment.q4_lit_deep({val!r})")
+            else:
+                super().visit_Const(node, frame)
+
+        def visit_TemplateData(self, node: Any, frame: Any) -> None:
+            try:
+                val = node.as_const(frame.eval_ctx)
+            except nodes.Impossible:
+                super().visit_TemplateData(node, frame)
+            else:
+                if type(val) is not str:
+                    return super().visit_TemplateData(node, frame)
+                self.write(f"environment.q4_lit({val!r})")
+
+        def _output_const_repr(self, group: Any) -> str:
+            return f"environment.q4_lit({concat(group)!r})"
+
+        def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
+            self.write("environment.q4_out(")
+            super()._output_child_pre(node, frame, finalize)
+
+        def _output_child_post(self, node: Any, frame: Any, finalize: Any) -> None:
+            super()._output_child_post(node, frame, finalize)
+            self.write(")")
+
+        @optimizeconst
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+                return CodeGenerator.visit_Concat(self, node, frame)
+            self.write("environment.q4_str_join((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+    class GenerationTag(Extension):
+        """transformers' `{% generation %}` tag (AssistantTracker): renders its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
+
+        @jinja2.pass_eval_context
+        def _generation_support(self, context: Any, caller: Any) -> Any:
+            rv = caller()
+            written = _GENERATED.get()
+            if written is not None and type(rv) is OriginStr:
+                written.append(rv)  # found again among the output pieces, by identity
+            return rv
+
+    class TracingEnvironment(ImmutableSandboxedEnvironment):
+        code_generator_class = TracingCodeGenerator
+
+        def wrap_str_format(self, value: Any) -> Any:
+            wrapper = super().wrap_str_format(value)
+            if wrapper is None:
+                return None
+            f_self = value.__self__
+
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                return derived(str(wrapper(*args, **kwargs)), f_self, args, kwargs)
+
+            return traced
+
+    env = TracingEnvironment(trim_blocks=True, lstrip_blocks=True,
+                             extensions=[GenerationTag, jinja2.ext.loopcontrols])
+    env.concat = origin_concat
+    env.q4_lit = _literal
+    env.q4_lit_deep = _literal_deep
+    env.q4_out = as_origin
+    env.q4_str_join = origin_str_join
+    for name, f in list(env.filters.items()):
+        env.filters[name] = _tracked_filter(f)
+
+    @jinja2.pass_eval_context
+    def join(eval_ctx: Any, value: Any, d: Any = "", attribute: Any = None) -> Any:
+        return sync_do_join(eval_ctx, value, as_origin(d) if type(d) is str else d, attribute)
+
+    env.filters["join"] = join
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+@lru_cache(maxsize=64)
+def _compiled(template: str) -> Any:
+    env = _environment()
+    jinja2 = _jinja()
+    with _compile_lock:
+        try:
+            compiled = env.from_string(template)
+            # the variables it reads: a caller value it never names need not be wrapped
+            compiled.q4_names = frozenset(jinja2.meta.find_undeclared_variables(env.parse(template)))
+            return compiled
+        except jinja2.TemplateSyntaxError as exc:
+            raise ChatFormatError(f"chat template: line {exc.lineno}: {exc.message}") from None
+        except jinja2.TemplateError as exc:
+            raise ChatFormatError(f"chat template: {exc}") from None
+
+
+# -- atoms -------------------------------------------------------------------------
+
+
+class AtomMatcher:
+    """Finds a vocabulary's added-token spellings leftmost-longest, as Hugging
+    Face `tokenizers` extracts added tokens from a text."""
+
+    __slots__ = ("spellings", "_pattern")
+
+    def __init__(self, spellings: Iterable[str]) -> None:
+        self.spellings = frozenset(s for s in spellings if s)
+        ordered = sorted(self.spellings, key=lambda s: (-len(s), s))
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def find(self, text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
+        if self._pattern is None:
+            return ()
+        return (m.span() for m in self._pattern.finditer(text, start, end))
+
+
+@lru_cache(maxsize=16)
+def _matcher_of(spellings: frozenset) -> AtomMatcher:
+    return AtomMatcher(spellings)
+
+
+def atom_matcher(atoms: Iterable[str] | AtomMatcher | None) -> AtomMatcher:
+    """The matcher of `atoms` (spellings, or a Tokenizer's `atoms` mapping);
+    None: the default vocabulary's added tokens."""
+    if isinstance(atoms, AtomMatcher):
+        return atoms
+    if atoms is None:
+        return _default_matcher()
+    if isinstance(atoms, str):
+        raise TypeError("atoms must be a collection of spellings, not a str")
+    return _matcher_of(frozenset(atoms))
+
+
+@lru_cache(maxsize=1)
+def _default_matcher() -> AtomMatcher:
+    import numpy as np
+
+    from qwen4exp.vocab.loading import bundled_arrays
+    from qwen4exp.vocab.vocabulary import DEFAULT_VOCABULARY, VOCABULARIES
+
+    arrays = bundled_arrays(VOCABULARIES[DEFAULT_VOCABULARY])
+    blob = np.asarray(arrays["atom_bytes"]).tobytes()
+    offs = np.asarray(arrays["atom_offsets"]).tolist()
+    return AtomMatcher(blob[a:b].decode("utf-8") for a, b in zip(offs, offs[1:]))
+
+
+# -- rendering -----------------------------------------------------------------------
+
+
+def _special_values(special_tokens: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The folder's special tokens as TRUSTED template variables."""
+    if special_tokens is None:
+        return {}
+    if not isinstance(special_tokens, Mapping):
+        raise ChatFormatError(f"special_tokens must be a mapping of names to spellings, not "
+                              f"{type(special_tokens).__name__}")
+    out: dict[str, Any] = {}
+    for name, value in special_tokens.items():
+        if not isinstance(name, str):
+            raise ChatFormatError(f"special_tokens: a name is {type(name).__name__}, not str")
+        if isinstance(value, str):
+            out[name] = trusted(value)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            out[name] = [trusted(v) for v in value]  # additional_special_tokens
+        elif value is None:
+            out[name] = None
+        else:
+            raise ChatFormatError(f"special_tokens[{name!r}]: a spelling (str) or a list of them, "
+                                  f"not {type(value).__name__}")
+    return out
+
+
+def _pieces(template: str, variables: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The template's output pieces, in order (each an OriginStr, as hooked),
+    and the outputs of its {% generation %} blocks."""
+    compiled = _compiled(template)
+    jinja2 = _jinja()
+    generated: list[Any] = []
+    token = _GENERATED.set(generated)
+    try:
+        return list(compiled.root_render_func(compiled.new_context(variables))), generated
+    except jinja2.TemplateError as exc:
+        raise ChatFormatError(f"chat template: {exc.message if exc.message is not None else exc}") from None
+    except RecursionError:
+        raise ChatFormatError("chat template: recursion too deep") from None
+    except Exception as exc:  # whatever the template's own code raised (transformers lets it through)
+        raise ChatFormatError(f"chat template: {type(exc).__name__}: {exc}") from None
+    finally:
+        _GENERATED.reset(token)
+
+
+def _generation_bytes(pieces: list[Any], generated: list[Any]) -> tuple[int, ...]:
+    """Flat (start, end) byte offsets of the generation blocks' outputs that
+    are output pieces themselves (a block inside a macro or `set` body is
+    not: transformers' offsets for those are not where the text lands either)."""
+    if not generated:
+        return ()
+    wanted = {id(g) for g in generated}
+    out: list[int] = []
+    pos = 0
+    for p in pieces:
+        n = len(str.encode(p, "utf-8", "surrogatepass"))
+        if id(p) in wanted and n:
+            out += (pos, pos + n)
+        pos += n
+    return tuple(out)
+
+
+def _trusted_runs(pieces: list[Any]) -> tuple[str, list[tuple[int, int]]]:
+    """(the whole text, the [start, end) character ranges of TRUSTED text)."""
+    runs: list[tuple[int, int]] = []
+    pos = 0
+    for p in pieces:
+        o = p._o if type(p) is OriginStr else DATA
+        if isinstance(o, int):
+            if o == TRUSTED and p:
+                _extend(runs, pos, pos + len(p))
+        else:
+            prev = 0
+            for end, k in o:
+                if k == TRUSTED:
+                    _extend(runs, pos + prev, pos + end)
+                prev = end
+        pos += len(p)
+    return str.join("", pieces), runs
+
+
+def _extend(runs: list[tuple[int, int]], a: int, b: int) -> None:
+    if runs and runs[-1][1] == a:
+        runs[-1] = (runs[-1][0], b)
+    else:
+        runs.append((a, b))
+
+
+def _segment(text: str, runs: list[tuple[int, int]], matcher: AtomMatcher) -> tuple[list[bytes], bool]:
+    """Alternating parts (DATA / TRUSTED_CONTROL) and the first part's kind."""
+    controls: list[tuple[int, int]] = []
+    for a, b in runs:
+        for s, e in matcher.find(text, a, b):
+            _extend(controls, s, e)
+    parts: list[bytes] = []
+    first_control = bool(controls) and controls[0][0] == 0
+    pos = 0
+    for s, e in controls:
+        if s > pos:
+            parts.append(utf8(text[pos:s], f"the rendered template at character {pos}"))
+        parts.append(text[s:e].encode("utf-8"))
+        pos = e
+    if pos < len(text):
+        parts.append(utf8(text[pos:], f"the rendered template at character {pos}"))
+    return parts, first_control
+
+
+def _tools_json(tools: Any) -> tuple[bytes, ...]:
+    if not tools:
+        return ()
+    try:
+        return tuple(json.dumps(t, ensure_ascii=False).encode("utf-8") for t in tools)
+    except (TypeError, ValueError):
+        return ()
+
+
+def render_template_record(template: str, messages: Sequence[Any], *, tools: Any = None,
+                           documents: Any = None, special_tokens: Mapping[str, Any] | None = None,
+                           add_generation_prompt: bool = False, atoms: Any = None,
+                           template_kwargs: Mapping[str, Any] | None = None) -> ChatRecord:
+    """The ChatRecord of `render_template` (see there)."""
+    if not isinstance(template, str):
+        raise ChatFormatError(f"template must be a str (the Jinja source), not {type(template).__name__}")
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise ChatFormatError(f"messages must be a list of messages, not {type(messages).__name__}")
+    if tools is not None:
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+            raise ChatFormatError(f"tools must be a list of tool schemas, not {type(tools).__name__}")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise ChatFormatError(f"tools[{i}]: a tool schema must be a dict, not {type(tool).__name__}")
+    if documents is not None:
+        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
+            raise ChatFormatError(f"documents must be a list of dicts, not {type(documents).__name__}")
+        for i, doc in enumerate(documents):
+            if not isinstance(doc, Mapping):
+                raise ChatFormatError(f"documents[{i}]: a document must be a dict, not {type(doc).__name__}")
+    matcher = atom_matcher(atoms)
+    # transformers: {**special_tokens_map, **kwargs}, then messages, tools, documents
+    # and add_generation_prompt; a caller's keyword is the caller's (DATA).
+    variables = _special_values(special_tokens)
+    names = _compiled(template).q4_names
+    for name, value in (template_kwargs or {}).items():
+        variables[name] = wrap_caller(value) if name in names else value
+    variables["messages"] = wrap_caller(list(messages))
+    variables["tools"] = None if tools is None else wrap_caller(list(tools)) if "tools" in names else tools
+    variables["documents"] = (None if documents is None else wrap_caller(list(documents))
+                              if "documents" in names else documents)
+    variables["add_generation_prompt"] = wrap_caller(add_generation_prompt)
+    pieces, generated = _pieces(template, variables)
+    text, runs = _trusted_runs(pieces)
+    parts, first_control = _segment(text, runs, matcher)
+    bounds = tuple(accumulate(map(len, parts), initial=0))
+    return ChatRecord(b"".join(parts), bounds, first_control, text, (), (), TEMPLATE_FORMAT,
+                      _tools_json(tools), bool(add_generation_prompt), False, (),
+                      _generation_bytes(pieces, generated))
+
+
+def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[Mapping[str, Any]] | None = None,
+                    documents: Sequence[Mapping[str, Any]] | None = None,
+                    special_tokens: Mapping[str, Any] | None = None, add_generation_prompt: bool = False,
+                    atoms: Iterable[str] | None = None, **template_kwargs: Any) -> RenderedChat:
+    """Render a Jinja chat template as `transformers`' apply_chat_template(tokenize=False)
+    does, as a segmented transcript with provenance (see the module).
+
+    `special_tokens`: the model folder's (bos_token, eos_token, ...; TRUSTED).
+    `atoms`: the added-token spellings that TRUSTED text may resolve to (a
+    Tokenizer's `atoms`; None: the default vocabulary's). Every other keyword
+    is a template variable, as the caller's (DATA). A template that raises, or
+    does not compile, is a ChatFormatError with its message.
+    """
+    chat = RenderedChat()
+    chat._commit(render_template_record(template, messages, tools=tools, documents=documents,
+                                        special_tokens=special_tokens,
+                                        add_generation_prompt=add_generation_prompt, atoms=atoms,
+                                        template_kwargs=template_kwargs))
+    return chat
+
+
+class TemplateBinding:
+    """A model folder's own chat template bound to a Tokenizer (`chat_format`
+    "template"): the template's text and the folder's special tokens."""
+
+    __slots__ = ("template", "special_tokens")
+
+    def __init__(self, template: str, special_tokens: Mapping[str, Any]) -> None:
+        if not isinstance(template, str):
+            raise ChatFormatError(f"chat template must be a str, not {type(template).__name__}")
+        _special_values(special_tokens)  # checked once, here
+        self.template = template
+        self.special_tokens = dict(special_tokens)
+
+    def state(self) -> tuple[str, dict[str, Any]]:
+        """What pickling keeps (TemplateBinding(*state) rebuilds it)."""
+        return self.template, dict(self.special_tokens)
+
+    def record(self, atoms: AtomMatcher, messages: Any, tools: Any, add_generation_prompt: Any,
+               options: Mapping[str, Any]) -> ChatRecord:
+        """The ChatRecord of `messages` rendered through the template; the
+        caller's keywords (documents, enable_thinking, ...) are template variables."""
+        options = dict(options)
+        documents = options.pop("documents", None)
+        return render_template_record(self.template, messages, tools=tools, documents=documents,
+                                      special_tokens=self.special_tokens,
+                                      add_generation_prompt=add_generation_prompt, atoms=atoms,
+                                      template_kwargs=options)
