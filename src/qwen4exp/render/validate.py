@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from qwen4exp._native._encoder import utf8_cached
 from qwen4exp.errors import ChatFormatError
@@ -69,6 +69,9 @@ class Rules(NamedTuple):
     preserve: bool | None  # preserve_thinking's default; None: no such option
     effort: str | None  # reasoning_effort's default; None: no such option
     media: bool = False  # image and video parts render (qwen4exp.render.media); add_vision_id exists
+    # (tool, where) -> the bytes the tools block writes for one tool (a JSON-
+    # serialisable dict); None: the schema as `tojson` writes it
+    tool_schema: Callable[[Any, str], bytes] | None = None
 
 
 class Message(NamedTuple):
@@ -323,7 +326,7 @@ def _tool_calls(value: Any, i: int, style: int) -> tuple[tuple[bytes, bytes], ..
     return tuple(calls)
 
 
-def _tools(tools: Any) -> tuple[bytes, ...]:
+def _tools(tools: Any, schema: Callable[[Any, str], bytes] | None) -> tuple[bytes, ...]:
     if tools is None:
         return ()
     if not isinstance(tools, list):
@@ -334,7 +337,8 @@ def _tools(tools: Any) -> tuple[bytes, ...]:
             raise ChatFormatError(
                 f"tools[{k}]: a tool must be a dict (a JSON schema), not {type(tool).__name__}"
             )
-        out.append(_json_text(tool, f"tools[{k}]", "the tool schema"))
+        text = _json_text(tool, f"tools[{k}]", "the tool schema")  # checks it is JSON in any form
+        out.append(text if schema is None else schema(tool, f"tools[{k}]"))
     return tuple(out)
 
 
@@ -469,5 +473,5 @@ def validate_request(
         raise ChatFormatError(
             f"messages: the {rules.name} format needs a user query (no message has role 'user')"
         )
-    return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking,
+    return Request(tuple(out), system, _tools(tools, rules.tool_schema), add_generation_prompt, enable_thinking,
                    preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else ())
