@@ -75,6 +75,14 @@ TEMPLATE_FILES = {fmt.name: _template_file(fmt, False) for fmt in _BUILT_IN}
 TRAINING_FILES = {fmt.name: f for fmt in _BUILT_IN if (f := _template_file(fmt, True)) is not None}
 FORMATS = tuple(TEMPLATE_FILES)
 XML_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.tool_calls == "xml")
+#: The Qwen3.5 template family (qwen3.5 / 3.6 / 3.8): media parts, a required user query, thinking.
+QWEN35_FAMILY = tuple(fmt.name for fmt in _BUILT_IN if fmt.media)
+#: The formats that refuse media parts.
+NO_MEDIA = tuple(fmt.name for fmt in _BUILT_IN if not fmt.media)
+#: The formats whose tools block describes each tool in XML (`<name>`, `<KEY>VALUE</KEY>`), not JSON.
+XML_SCHEMA_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.rules.tool_schema is not None)
+#: The keys Qwen3-Coder's template reads from a tool schema: its structure, not caller text.
+SCHEMA_KEYS = frozenset({"type", "function", "name", "description", "parameters", "properties"})
 #: The vocabulary each format's models use.
 VOCAB_OF = {fmt.name: fmt.vocabulary for fmt in _BUILT_IN}
 OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
@@ -245,7 +253,19 @@ def caller_strings(request: dict, fmt: str) -> list[str]:
             else:
                 out.extend(json_call_strings(fn))
     out.extend(tools_strings(request.get("tools")))
+    if fmt in XML_SCHEMA_FORMATS:  # each key may be written as a tag: <KEY>...</KEY>
+        out.extend(f"<{k}></{k}>" for k in _json_keys(request.get("tools")))
     return out
+
+
+def _json_keys(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _json_keys(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _json_keys(v)
 
 
 def has_atom(request: dict, fmt: str) -> bool:
@@ -265,13 +285,16 @@ def _map_json(value, fn, key_fn):
     return value
 
 
-def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
+def map_caller_strings(request: dict, fn, fmt: str, name_fn=None, tag_fn=None) -> dict:
     """A copy of the request (content lists joined) with fn applied to every
     caller string; `name_fn` to tool names and, in the XML formats, argument
     keys (the strings the template follows with ">"). JSON-string arguments
     stay strings: parsed, mapped and dumped again (qwen3's verbatim strings
-    are mapped inside their string literals only)."""
+    are mapped inside their string literals only). In the XML-schema formats
+    a tool schema's keys are written as tags (`tag_fn`), except those the
+    template reads (SCHEMA_KEYS), which stay."""
     name_fn = name_fn or fn
+    tag_fn = tag_fn or fn
     req = copy.deepcopy(request)
     for msg in req["messages"]:
         msg["content"] = _map_content(_join(msg.get("content")), fn)
@@ -290,7 +313,8 @@ def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
             else:
                 f["arguments"] = _map_json(args, fn, key_fn)
     if req.get("tools"):
-        req["tools"] = [_map_json(t, fn, fn) for t in req["tools"]]
+        key_fn = (lambda k: k if k in SCHEMA_KEYS else tag_fn(k)) if fmt in XML_SCHEMA_FORMATS else fn
+        req["tools"] = [_map_json(t, fn, key_fn) for t in req["tools"]]
     return req
 
 
@@ -303,9 +327,15 @@ def _defuse_before_gt(s: str) -> str:
     return _defuse(s + ">")[:-1]
 
 
+def _defuse_tag(s: str) -> str:
+    """_defuse for a key written as the tags <KEY> and </KEY>."""
+    s = _defuse("<" + s + ">")[1:-1]
+    return _defuse("</" + s + ">")[2:-1]
+
+
 def harmless_twin(request: dict, fmt: str) -> dict:
     """The request with each atom spelling in caller text replaced by "z" * its length."""
-    return map_caller_strings(request, _defuse, fmt, _defuse_before_gt)
+    return map_caller_strings(request, _defuse, fmt, _defuse_before_gt, _defuse_tag)
 
 
 def _rotate_char(c: str) -> str:

@@ -166,7 +166,7 @@ def render_qwen3_coder(req: Request) -> RenderedParts:
 
     if req.tools:
         head = b"system\n" + (_DEFAULT_SYSTEM if system is None else system)
-        extend((IM_START, head + _TOOLS_HEAD + b"".join(req.tools) + _TOOLS_TAIL[0]))
+        extend((IM_START, head + _TOOLS_HEAD + b"".join(req.tool_texts) + _TOOLS_TAIL[0]))
         extend(_TOOLS_TAIL[1:])
     elif system is not None:
         extend((IM_START, b"system\n" + system, IM_END, b"\n"))

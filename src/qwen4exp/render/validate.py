@@ -95,6 +95,9 @@ class Request(NamedTuple):
     preserve_thinking: bool | None  # resolved; None where the format has no such option
     reasoning_effort: str | None  # resolved; None where the format has no such option
     media: tuple[MediaItem, ...] = ()  # every media part, in order
+    # each tool as the format's tools block writes it where that is not the
+    # JSON text (Rules.tool_schema); () otherwise
+    tool_texts: tuple[bytes, ...] = ()
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -326,7 +329,7 @@ def _tool_calls(value: Any, i: int, style: int) -> tuple[tuple[bytes, bytes], ..
     return tuple(calls)
 
 
-def _tools(tools: Any, schema: Callable[[Any, str], bytes] | None) -> tuple[bytes, ...]:
+def _tools(tools: Any) -> tuple[bytes, ...]:
     if tools is None:
         return ()
     if not isinstance(tools, list):
@@ -337,8 +340,7 @@ def _tools(tools: Any, schema: Callable[[Any, str], bytes] | None) -> tuple[byte
             raise ChatFormatError(
                 f"tools[{k}]: a tool must be a dict (a JSON schema), not {type(tool).__name__}"
             )
-        text = _json_text(tool, f"tools[{k}]", "the tool schema")  # checks it is JSON in any form
-        out.append(text if schema is None else schema(tool, f"tools[{k}]"))
+        out.append(_json_text(tool, f"tools[{k}]", "the tool schema"))
     return tuple(out)
 
 
@@ -473,5 +475,9 @@ def validate_request(
         raise ChatFormatError(
             f"messages: the {rules.name} format needs a user query (no message has role 'user')"
         )
-    return Request(tuple(out), system, _tools(tools, rules.tool_schema), add_generation_prompt, enable_thinking,
-                   preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else ())
+    schemas = _tools(tools)
+    texts = () if rules.tool_schema is None or not schemas else \
+        tuple(rules.tool_schema(tool, f"tools[{k}]") for k, tool in enumerate(tools))
+    return Request(tuple(out), system, schemas, add_generation_prompt, enable_thinking,
+                   preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else (),
+                   texts)
