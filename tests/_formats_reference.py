@@ -75,6 +75,8 @@ TEMPLATE_FILES = {fmt.name: _template_file(fmt, False) for fmt in _BUILT_IN}
 TRAINING_FILES = {fmt.name: f for fmt in _BUILT_IN if (f := _template_file(fmt, True)) is not None}
 FORMATS = tuple(TEMPLATE_FILES)
 XML_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.tool_calls == "xml")
+#: The formats without a thinking mode (a reasoning_content is not written).
+NO_THINKING = tuple(fmt.name for fmt in _BUILT_IN if "enable_thinking" not in fmt.options)
 #: The Qwen3.5 template family (qwen3.5 / 3.6 / 3.8): media parts, a required user query, thinking.
 QWEN35_FAMILY = tuple(fmt.name for fmt in _BUILT_IN if fmt.media)
 #: The formats that refuse media parts.
@@ -387,13 +389,19 @@ def spans_in_text(data: bytes, msgs: list, fmt: str) -> list[tuple[int, int, int
     turns = list(zip(starts, starts[1:] + [len(data)]))
     has_system = msgs[0]["role"] == "system"
     system_turn = has_system and data.startswith(b"<|im_start|>system\n")
+    # qwen3-coder's template loops over the messages after the system message: a tool
+    # message first there opens no turn, and its block follows the system turn's "<|im_end|>\n"
+    after_system = fmt in XML_SCHEMA_FORMATS
+    headless_tool = 1 if after_system and has_system else 0
     headless = not has_system and data.startswith(b"<|im_start|>system\n")
     k = 1 if headless else 0
     spans = []
     i = 0
     if has_system:
         if system_turn:
-            spans.append((*turns[0], 0, "system"))
+            close = b"<|im_end|>\n"
+            end = data.index(close) + len(close) if after_system else turns[0][1]
+            spans.append((turns[0][0], end, 0, "system"))
             k = 1
         else:
             spans.append((0, 0, 0, "system"))
@@ -408,14 +416,16 @@ def spans_in_text(data: bytes, msgs: list, fmt: str) -> list[tuple[int, int, int
         j = i
         while j < len(msgs) and msgs[j]["role"] == "tool":
             j += 1
-        if i == 0 and fmt in XML_FORMATS:  # the block follows the header's turn, if any
+        skip = 1  # the first "\n<tool_response>" is inside the first block's span
+        if i == headless_tool and fmt in XML_FORMATS:  # the block follows the header's turn, if any
             close = b"<|im_end|>\n"
-            a = data.index(close) + len(close) - 1 if k else 0
+            a = data.index(close) + len(close) - (0 if after_system else 1) if k else 0
             b = turns[k - 1][1] if k else (starts[0] if starts else len(data))
+            skip = 0 if after_system else 1  # qwen3-coder's first block has no newline before it
         else:
             a, b = turns[k]
             k += 1
-        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][1:]
+        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][skip:]
         edges = [a, *cuts, b]
         assert len(edges) == j - i + 1
         spans += [(edges[t - i], edges[t - i + 1], t, "tool") for t in range(i, j)]
