@@ -17,7 +17,7 @@ import pytest
 from hypothesis import strategies as st
 
 import qwen4exp
-from _formats_reference import FORMATS, QWEN35_FAMILY, VOCAB_OF, XML_FORMATS
+from _formats_reference import FORMATS, NO_THINKING, QWEN35_FAMILY, VOCAB_OF, XML_FORMATS
 from _parser_states import IM_END, THINK_END, TOOL_CALL, TOOL_CALL_END, ids_of
 from helpers import property_tests
 
@@ -33,7 +33,7 @@ def toks(tok, tok36):
 
 
 def _options(fmt, thinking):
-    return {} if fmt == "qwen3-2507" else {"enable_thinking": thinking}
+    return {} if fmt in NO_THINKING else {"enable_thinking": thinking}
 
 
 def check_promise(tok, fmt, options, completion_ids):
