@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
+from qwen4exp.errors import ChatFormatError
 from qwen4exp.render.validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
 __all__ = ["ChatFormat", "RenderedParts", "template_digest", "fingerprints", "OPTION_NAMES"]
@@ -76,6 +77,30 @@ class ChatFormat:
     #: The format a tokenizer of its vocabulary renders unless told otherwise
     #: (one per vocabulary).
     vocabulary_default: bool = False
+    # The facts the completion parser (qwen4exp.parse) reads, stated by the
+    # format rather than guessed from its call style:
+    #: How a tool call's body is written: "json" (one object) or "xml"
+    #: (<function=NAME> and <parameter=KEY> blocks); must agree with rules.calls.
+    call_syntax: str = "json"
+    #: How the tools block describes a tool: "json" (its JSON text) or "xml"
+    #: (<name>, <parameter> and <KEY>VALUE</KEY> tags); "xml" needs rules.tool_schema.
+    tool_schema_syntax: str = "json"
+    #: Newlines the template writes between an assistant's content and its
+    #: first tool call (none when the content is empty).
+    newlines_before_calls: int = 1
+    #: Whether a generation prompt that opens THINK also writes the newline
+    #: after it (the 3.5 family), so a completion inside reasoning starts
+    #: with the reasoning; otherwise the model writes THINK and the newline.
+    prompt_think_newline: bool = False
+
+    def __post_init__(self) -> None:
+        if self.call_syntax != ("json" if self.rules.calls == JSON_CALLS else "xml"):
+            raise ChatFormatError(f"chat format {self.name!r}: call_syntax {self.call_syntax!r} "
+                                  "disagrees with its rules")
+        if (self.tool_schema_syntax == "xml") != (self.rules.tool_schema is not None) or \
+                self.tool_schema_syntax not in ("json", "xml"):
+            raise ChatFormatError(f"chat format {self.name!r}: tool_schema_syntax {self.tool_schema_syntax!r} "
+                                  "disagrees with its rules")
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -88,7 +113,7 @@ class ChatFormat:
     @property
     def tool_calls(self) -> str:
         """How a tool call is written: "json" (one object) or "xml" (<function=...>)."""
-        return "json" if self.rules.calls == JSON_CALLS else "xml"
+        return self.call_syntax
 
     @property
     def python_scalars(self) -> bool:

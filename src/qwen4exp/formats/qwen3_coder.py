@@ -221,5 +221,6 @@ FORMATS = (
     ChatFormat("qwen3-coder", "qwen3", QWEN3_CODER, render_qwen3_coder,
                models="Qwen3-Coder (Qwen3-Coder-30B-A3B-Instruct, Qwen3-Coder-480B-A35B-Instruct)",
                templates=fingerprints("32bf2564d2245b98298677d3ac2332ab50bc3279740c13c3974689464b38aa3c"),
-               hints=("render_extra_keys", "<function=")),
+               hints=("render_extra_keys", "<function="),
+               call_syntax="xml", tool_schema_syntax="xml", newlines_before_calls=2),
 )
