@@ -111,6 +111,12 @@ class ChatFormat:
         return tuple(name for name, ok in zip(OPTION_NAMES, have) if ok)
 
     @property
+    def thinking_default(self) -> bool:
+        """Whether a generation prompt leaves the model thinking unless told
+        otherwise (enable_thinking's default; False without a thinking mode)."""
+        return bool(self.rules.thinking)
+
+    @property
     def tool_calls(self) -> str:
         """How a tool call is written: "json" (one object) or "xml" (<function=...>)."""
         return self.call_syntax
