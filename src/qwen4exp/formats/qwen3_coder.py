@@ -18,7 +18,7 @@ here without Jinja:
   scalars as Python's str(): True, None), each call preceded by a newline;
   an assistant turn with calls has its content trimmed, one without is
   written as given;
-* tool results: each `<tool_response>\\nRESULT\\n</tool_response>\\n`, a run of
+* tool results: each TOOL_RESPONSE `\\nRESULT\\n` TOOL_RESPONSE_END `\\n`, a run of
   them in one user turn; a tool message first in the conversation (after
   the system message, if any) opens no turn;
 * no reasoning (a `reasoning_content` is not written) and a bare generation prompt.
@@ -96,7 +96,7 @@ def _extra_keys(out: list[str], obj: Any, handled: tuple[str, ...]) -> None:
     for key, value in obj.items():
         if key in handled:
             continue
-        if isinstance(value, Mapping) or (isinstance(value, (list, tuple))):
+        if isinstance(value, (Mapping, list, tuple)):  # Jinja: a mapping, or a sequence but not a string
             text = tojson(value)
         else:
             text = str(value)

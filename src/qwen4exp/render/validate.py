@@ -15,8 +15,8 @@ at what caller text *spells*: only types, roles and order decide structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from qwen4exp._native._encoder import utf8_cached
 from qwen4exp.errors import ChatFormatError
