@@ -7,7 +7,7 @@ made for it. The reader skips the body's leading whitespace, and its first
 characters choose the form the body is read in: the chat format's own form
 first (`CallContext.forms`), the other one too, since a model may write it:
 
-* JSON (Qwen3, Qwen3-2507; tool_call_json.py):
+* JSON (the formats whose call_syntax is "json"; tool_call_json.py):
   ``{"name": "NAME", "arguments": {...}}``, the arguments kept as written;
 * XML (the formats whose call_syntax is "xml"; tool_call_xml.py):
   ``<function=NAME>`` and ``<parameter=KEY>`` blocks, each value typed by
