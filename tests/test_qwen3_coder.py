@@ -11,6 +11,7 @@ tokenizers' ids of that text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -168,3 +169,14 @@ def test_typed_call_in_content_is_text(tok):
     ids = tok.encode("<tool_call>" + BODY + "</tool_call>") + [tok.atoms["<|im_end|>"]]
     msg = tok.parse_completion(ids, prompt)
     assert msg["tool_calls"] == [] and msg["content"] == "<tool_call>" + BODY + "</tool_call>"
+
+
+def test_descriptor_facts_agree_with_its_rules():
+    """A descriptor's parse facts are stated, and checked against its rules when built."""
+    fmt = qwen4exp.formats.chat_format(FMT)
+    assert (fmt.call_syntax, fmt.tool_schema_syntax, fmt.newlines_before_calls, fmt.prompt_think_newline,
+            fmt.thinking_default, fmt.media) == ("xml", "xml", 2, False, False, False)
+    with pytest.raises(qwen4exp.ChatFormatError, match="call_syntax 'json' disagrees"):
+        dataclasses.replace(fmt, call_syntax="json")
+    with pytest.raises(qwen4exp.ChatFormatError, match="tool_schema_syntax 'json' disagrees"):
+        dataclasses.replace(fmt, tool_schema_syntax="json")
