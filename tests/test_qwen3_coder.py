@@ -15,6 +15,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import qwen4exp
 from qwen4exp import Kind
@@ -180,3 +182,24 @@ def test_descriptor_facts_agree_with_its_rules():
         dataclasses.replace(fmt, call_syntax="json")
     with pytest.raises(qwen4exp.ChatFormatError, match="tool_schema_syntax 'json' disagrees"):
         dataclasses.replace(fmt, tool_schema_syntax="json")
+
+
+_key = st.sampled_from(["name", "type", "description", "properties", "parameters", "function", "enum", "k", "é"])
+_value = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6)
+                      | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4),
+                      lambda c: st.lists(c, max_size=2) | st.dictionaries(_key, c, max_size=3), max_leaves=6)
+_schema = st.fixed_dictionaries({}, optional={
+    "name": st.text(max_size=4), "description": _value, "strict": _value,
+    "parameters": _value | st.fixed_dictionaries({"properties": st.dictionaries(
+        st.text(max_size=3), _value | st.dictionaries(_key, _value, max_size=4), max_size=3)},
+        optional={"type": _value, "required": _value})})
+_tool = _schema | st.fixed_dictionaries({"type": st.just("function"), "function": _schema | _value})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tools=st.lists(_tool, min_size=1, max_size=3))
+def test_generated_tool_schemas_equal_the_template(tools):
+    """Schemas of any JSON shape render as the template's tools loop writes them."""
+    msgs = [{"role": "user", "content": "q"}]
+    want = ref.reference_text({"messages": msgs, "tools": tools}, FMT)
+    assert qwen4exp.render_chat(msgs, tools=tools, chat_format=FMT).text == want
