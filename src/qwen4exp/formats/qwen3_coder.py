@@ -78,11 +78,11 @@ _FUNCTION_END = b"</function>\n"
 # none of the keys the template asks for (`x.name` is Undefined).
 
 
+_ABSENT = object()  # Jinja's Undefined
+
+
 def _get(obj: Any, key: str) -> Any:
     return obj.get(key, _ABSENT) if isinstance(obj, Mapping) else _ABSENT
-
-
-_ABSENT = object()
 
 
 def _str(value: Any) -> str:
