@@ -49,6 +49,8 @@ cdef class NativeTokenizer:
     cdef Worker *take_worker(self) noexcept
     cdef void release(self, Worker *w) noexcept
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
+    cdef int encode_chunk(self, Worker *w, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
+                          const Py_ssize_t *ends, Py_ssize_t k, IdVec *out) noexcept nogil
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
     cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
                            const int64_t *ends, const int8_t *kinds, Py_ssize_t first, Py_ssize_t m,

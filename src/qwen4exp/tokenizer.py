@@ -22,6 +22,8 @@ from .chat import render_chat as _render_chat
 from .formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
 from .vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from ._encoder import NativeTokenizer
+from ._generic_native import GenericNative
+from ._pipeline import Pipeline
 from ._faults import InitFault
 from .loading import arrays_sha256, bundled_arrays, compiled_file
 from .token_buffer import TokenBuffer
@@ -155,9 +157,12 @@ class Tokenizer:
                 ignore_merges=bool(arrays["ignore_merges"][0]),
                 self_encoding=arrays.get("self_encoding"),
                 encode_threads=threads,
+                missing_bytes="pipeline" in arrays,
             )
         except InitFault as fault:
             raise init_error(*fault.args) from None
+        if "pipeline" in arrays:  # not a Qwen pre-tokenizer: qwen4exp._pipeline runs it
+            self._native = _generic_native(self._native, arrays["pipeline"])
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
         self._atoms = types.MappingProxyType(
@@ -375,6 +380,10 @@ class Tokenizer:
         TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
         from .arrow import encode_arrow
 
+        if isinstance(self._native, GenericNative):
+            from ._generic_native import encode_arrow as encode_arrow_generic
+
+            return encode_arrow_generic(self._native, strings, _thread_count(num_threads))
         return encode_arrow(self._native, strings, _thread_count(num_threads))
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
@@ -579,6 +588,14 @@ class Tokenizer:
         if ids is not None:
             return ids
         raise fault_error(fault, data, starts, ends)
+
+
+def _generic_native(native: NativeTokenizer, pipeline: np.ndarray) -> GenericNative:
+    """The native core behind a compiled vocabulary's own pre-tokenizer."""
+    try:
+        return GenericNative(native, Pipeline.from_json(pipeline.tobytes()))
+    except (ValueError, TypeError, AttributeError) as exc:  # PipelineError is a ValueError
+        raise VocabularyError(f"a compiled vocabulary's pipeline is not usable ({str(exc)[:200]})") from None
 
 
 def _tokenizer_by_name(name: str, cache_size: int, encode_threads: int | None = None,
