@@ -39,7 +39,7 @@ from qwen4exp._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNOWN_CONTR
 from qwen4exp._faults import InitFault
 from qwen4exp._geometry cimport GeoError, check_geometry
 from qwen4exp._normalize cimport utf8_nfc, utf8_stable_at
-from qwen4exp._pretokenize cimport piece_ends
+from qwen4exp._pretokenize cimport piece_ends, DIGIT_RUNS
 from qwen4exp._parts cimport split_points
 from qwen4exp._unicode cimport Q4_L, Q4_M
 from qwen4exp._pylist cimport IdInts, idvec_to_list, fill_items
@@ -120,7 +120,7 @@ cdef class NativeTokenizer:
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
                  Py_ssize_t cache_size=65536, *, bint marks=False, bint ignore_merges=False,
                  int encode_threads=0,
-                 self_encoding=None, bint missing_bytes=False):
+                 self_encoding=None, bint missing_bytes=False, bint digit_runs=False, bint nfc=True):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
         self_encoding: None, or uint8 per token, 1 where merging the token's own
         bytes gives that token (the compiled vocabulary's flags): the shared cache then
@@ -128,7 +128,9 @@ cdef class NativeTokenizer:
         missing_bytes: bytes without a token of their own are allowed (a byte
         no valid UTF-8 holds, or one the file's BPE drops): they stand for the
         first single-byte token here, and the caller (qwen4exp._pipeline)
-        removes them from every piece before BPE, as tokenizers drops them."""
+        removes them from every piece before BPE, as tokenizers drops them.
+        digit_runs: Llama 3's pattern (numbers in runs of up to 3, see
+        _pretokenize.pxd); nfc: False for a file without a normalizer."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -148,7 +150,8 @@ cdef class NativeTokenizer:
             raise ValueError("cache_size must be from 0 to 2**30")
         self.cache_size = cache_size
         self.encode_threads = encode_threads if encode_threads > 0 else _CPUS
-        self.letters = (Q4_L | Q4_M) if marks else Q4_L
+        self.letters = ((Q4_L | Q4_M) if marks else Q4_L) | (DIGIT_RUNS if digit_runs else 0)
+        self.nfc = nfc
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
             byte_ids[i] = -1
@@ -344,6 +347,8 @@ cdef class NativeTokenizer:
         cdef unsigned char *normal = NULL
         cdef Py_ssize_t m, k
         cdef int rc
+        if not self.nfc:
+            return self.encode_pieces(w, s, n, out)
         for k in range(0, min(n, TEXT_AHEAD), 64):  # all at once: NFC's first pass would meet them one miss at a time
             q4_pc_prefetch(s + k)
         m = utf8_nfc(s, n, &normal)
@@ -437,7 +442,10 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t n, m
         cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
         cdef unsigned char *normal = NULL
-        cdef list out = self.encode_cut(s, n, STREAM_PART)
+        cdef list out
+        if not self.nfc:
+            return self.encode_cut(s, n, STREAM_NFC)
+        out = self.encode_cut(s, n, STREAM_PART)
         if out is not None:
             return out
         self.parts_redone += 1

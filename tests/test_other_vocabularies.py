@@ -319,3 +319,39 @@ def test_unsupported_normalizer_is_named(small_gpt2, tmp_path):
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(VocabularyError, match="Replace"):
         qwen4exp.Tokenizer.from_file(path)
+
+
+# -- Llama 3 on the native scanner ------------------------------------------------------------
+
+
+DIGIT_TEXTS = [
+    "1", "12", "123", "1234", "12345", "1234567", "a1234b", " 1234 ", "x" * 60 + "1234567890" * 3,
+    "1" * 200, " " * 61 + "12345678", "٣٤٥٦٧ ²½Ⅻ①⑴", "12٣4５6", "3.14159265358979", "2024-12-04T16:30:00Z",
+    "a" * 63 + "9999", "'1234'", "\n123\n4567\r\n", "€1234567€", "1 22 333 4444 55555 666666 7777777",
+]
+
+
+def test_llama3_scanner_matches_hf_split():
+    from tokenizers import Regex, pre_tokenizers
+
+    from qwen4exp._pretokenize import split
+    from qwen4exp._vocab_compile import LLAMA3_PATTERN
+
+    hf = pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated")
+    rng = random.Random(3)
+    texts = DIGIT_TEXTS + TEXTS + ["".join(rng.choice("0123456789 a.,\n٣²") for _ in range(rng.randrange(200)))
+                                   for _ in range(300)]
+    for text in texts:
+        want = [p for p, _ in hf.pre_tokenize_str(text)]
+        for cap in (1, 7, 64):
+            assert split(text, cap=cap, digit_runs=True) == want, (text, cap)
+
+
+def test_llama3_runs_natively(vocab_files):
+    from qwen4exp._generic_native import GenericNative
+
+    tok, hf = load(vocab_files, "llama-bpe")
+    assert not isinstance(tok._native, GenericNative)  # the native scanner, no Python pre-tokenizer
+    assert_same(tok, hf, DIGIT_TEXTS + TEXTS + llama_cpp_texts("llama-bpe"))
+    long = " ".join(DIGIT_TEXTS) * 50  # long enough to be cut into parts across threads
+    assert tok.encode(long) == hf.encode(long, add_special_tokens=False).ids

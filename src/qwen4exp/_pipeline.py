@@ -17,7 +17,7 @@ What is supported (anything else is refused by name when the file is compiled):
 them, translated where the syntaxes differ: `.` matches a newline and `$`/`^`
 match at every line end/start (Oniguruma's default syntax), `\\Z` matches
 before a final newline, `\\z` at the very end, `\\h` is a hex digit.
-Known gaps (docs/FORMAT.md, "Other vocabularies"): `regex` follows a newer
+Known gaps (docs/FORMAT.md, section 12, "Other vocabularies"): `regex` follows a newer
 Unicode (17) than tokenizers 0.22.1's Oniguruma (16), so character classes
 differ on code points assigned in Unicode 17; NFKC and Lowercase use
 CPython's tables (Unicode 14 on 3.11), and Punctuation the `regex` package's

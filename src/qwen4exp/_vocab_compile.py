@@ -43,6 +43,11 @@ MANIFEST = _VOCAB.MANIFEST
 QWEN_PATTERN = _VOCAB.QWEN_PATTERN
 QWEN35_PATTERN = _VOCAB.QWEN35_PATTERN
 PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
+#: Llama 3's split pattern: Qwen3's with numbers in runs of up to three, which
+#: the native scanner also runs (pyx/_pretokenize.pyx, DIGIT_RUNS).
+LLAMA3_PATTERN = QWEN_PATTERN.replace(r"\p{N}|", r"\p{N}{1,3}|", 1)
+# pattern -> (marks, digits per number piece)
+NATIVE_PATTERNS = {QWEN_PATTERN: (False, 1), QWEN35_PATTERN: (True, 1), LLAMA3_PATTERN: (False, 3)}
 #: The Qwen3.5/3.6 added tokens (the tiktoken vocabulary's specials).
 QWEN35_SPECIALS = next(v.specials for v in VOCABULARIES.values() if v.kind == "tiktoken")
 
@@ -86,12 +91,16 @@ _OTHER_MODELS = {
 }
 
 
-def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None]:
-    """Refuse anything but byte-level BPE; return (marks, ignore_merges, pipeline).
+def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None, np.ndarray | None]:
+    """Refuse anything but byte-level BPE; return (marks, ignore_merges,
+    pipeline, native_pattern).
 
-    pipeline is None for a Qwen pipeline (NFC, the Split on one of the two Qwen
-    patterns + ByteLevel without regex or prefix space), which the native core
-    runs; else the normalizer and pre-tokenizer as JSON for qwen4exp._pipeline.
+    pipeline is None for a pipeline the native core runs (NFC or no
+    normalizer, the Split on a Qwen pattern or Llama 3's + ByteLevel without
+    regex or prefix space), else the normalizer and pre-tokenizer as JSON for
+    qwen4exp._pipeline. native_pattern: None for the Qwen pipelines as
+    bundled (NFC, one digit a piece), else uint8 [digits per number piece,
+    NFC on].
     Every setting that changes ids or decoded text is checked: plain
     byte-level BPE (ignore_merges either way) and the ByteLevel decoder.
     """
@@ -125,7 +134,7 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None]:
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
     pattern = None
     ok = (
-        tok.get("normalizer") == {"type": "NFC"}
+        tok.get("normalizer") in ({"type": "NFC"}, None)
         and isinstance(steps, list)
         and len(steps) == 2
         and steps[0].get("type") == "Split"
@@ -137,8 +146,11 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None]:
     )
     if ok and steps is not None:
         pattern = (steps[0].get("pattern") or {}).get("Regex")
-    if pattern in PATTERNS:
-        return PATTERNS[pattern], ignore_merges, None
+    if pattern in NATIVE_PATTERNS:
+        marks, digits = NATIVE_PATTERNS[pattern]
+        nfc = tok.get("normalizer") is not None
+        native = None if (digits, nfc) == (1, True) else np.array([digits, nfc], dtype=np.uint8)
+        return marks, ignore_merges, None, native
     if not _has_byte_level(tok.get("pre_tokenizer")):
         raise VocabFormatError(f"{where}: the pre-tokenizer has no ByteLevel step: qwen4exp loads byte-level "
                                "BPE models only")
@@ -149,7 +161,7 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None]:
         spec = generic.pipeline_spec(tok)
     except generic.PipelineError as exc:
         raise VocabFormatError(f"{where}: {exc}") from None
-    return False, ignore_merges, json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    return False, ignore_merges, json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8"), None
 
 
 def _has_byte_level(pre) -> bool:
@@ -230,7 +242,7 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
 
 
 def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
-    marks, ignore_merges, pipeline = _check_pipeline(tok, where)
+    marks, ignore_merges, pipeline, native = _check_pipeline(tok, where)
     alphabet = byte_level_alphabet()
     vocab = tok["model"]["vocab"]
     if not isinstance(vocab, dict) or not 256 <= len(vocab) < ID_LIMIT:
@@ -270,10 +282,13 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         spec = json.loads(pipeline) if pipeline is not None else generic.pipeline_spec(tok)
         spec["missing_bytes"] = missing
         pipeline = json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        native = None
     arrays = _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where,
                      missing_ok=bool(missing))
     if pipeline is not None:
         arrays["pipeline"] = np.frombuffer(pipeline, dtype=np.uint8)
+    if native is not None:
+        arrays["native_pattern"] = native
     return arrays
 
 
@@ -413,6 +428,7 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
         raise VocabFormatError(f"compiled vocabulary: a dict of arrays, not {type(arrays).__name__}")
     expected = dict(COMPILED_ARRAYS)
     expected["pipeline"] = (np.dtype(np.uint8), (None,))  # a generic pipeline's JSON (optional)
+    expected["native_pattern"] = (np.dtype(np.uint8), (2,))  # [digits a number piece, NFC] (optional)
     if self_encoding:
         expected["self_encoding"] = (np.dtype(np.uint8), (None,))
     unknown = sorted(map(str, set(arrays) - set(expected)))
@@ -438,6 +454,11 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
         raise VocabFormatError(f"compiled vocabulary: an added token's id is outside 0..{ID_LIMIT - 1}")
     if "pipeline" in arrays:
         _check_array(arrays, "pipeline", np.dtype(np.uint8), (None,))
+    if "native_pattern" in arrays:
+        _check_array(arrays, "native_pattern", np.dtype(np.uint8), (2,))
+        digits, nfc = arrays["native_pattern"].tolist()
+        if digits not in (1, 3) or nfc not in (0, 1) or arrays["marks"][0] and digits != 1:
+            raise VocabFormatError("compiled vocabulary: native_pattern is not [1 or 3 digits, NFC 0 or 1]")
     inside = np.flatnonzero(ai < n)
     for a in inside.tolist():
         t = int(ai[a])

@@ -144,6 +144,7 @@ class Tokenizer:
             )
         cache_size = operator.index(cache_size)
         threads = _thread_count(encode_threads, "encode_threads")
+        native_pattern = arrays.get("native_pattern", (1, 1))  # [digits a number piece, NFC]
         try:
             self._native = NativeTokenizer(
                 arrays["token_bytes"],
@@ -158,6 +159,8 @@ class Tokenizer:
                 self_encoding=arrays.get("self_encoding"),
                 encode_threads=threads,
                 missing_bytes="pipeline" in arrays,
+                digit_runs=int(native_pattern[0]) == 3,
+                nfc=bool(native_pattern[1]),
             )
         except InitFault as fault:
             raise init_error(*fault.args) from None
