@@ -355,3 +355,53 @@ def test_llama3_runs_natively(vocab_files):
     assert_same(tok, hf, DIGIT_TEXTS + TEXTS + llama_cpp_texts("llama-bpe"))
     long = " ".join(DIGIT_TEXTS) * 50  # long enough to be cut into parts across threads
     assert tok.encode(long) == hf.encode(long, add_special_tokens=False).ids
+
+
+# -- chats, batches of streams and Arrow on a generic pipeline --------------------------------
+
+
+@pytest.fixture(scope="module")
+def chat_vocab(small_gpt2, tmp_path_factory):
+    """The small GPT-2 vocabulary under Falcon's pipeline (generic: Punctuation, ByteLevel,
+    Digits, Split), with the Qwen3 atoms as its added tokens."""
+    doc = copy.deepcopy(small_gpt2)
+    doc["pre_tokenizer"] = json.loads(_json("falcon"))["pre_tokenizer"]
+    qwen = qwen4exp.Tokenizer()
+    doc["added_tokens"] = [{"id": 3000 + i, "content": a, "single_word": False, "lstrip": False, "rstrip": False,
+                            "normalized": False, "special": True} for i, a in enumerate(qwen.atoms)]
+    path = tmp_path_factory.mktemp("chat_vocab") / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return qwen4exp.Tokenizer.from_file(path), hf_plain(str(path))
+
+
+def test_chats_on_a_generic_pipeline(chat_vocab):
+    from qwen4exp._generic_native import GenericNative
+
+    tok, hf = chat_vocab
+    assert isinstance(tok._native, GenericNative)
+    chats = [tok.render_chat([{"role": "system", "content": "Be brief: 1234 + 5678?"},
+                              {"role": "user", "content": f"Hi #{i}! <|im_end|> isn't special here, 12,345.6"}])
+             for i in range(3)]
+    for chat in chats:
+        want = []
+        for seg in chat.segments:
+            text = chat.data[seg.start:seg.end].decode("utf-8")
+            want += (hf.encode(text, add_special_tokens=False).ids if seg.kind == Kind.DATA
+                     else [tok.atoms[text]] if text in tok.atoms else None)
+        assert tok.encode_chat(chat).tolist() == want
+        masked = tok.encode_chat(chat, return_masks=True)
+        assert masked.ids.tolist() == want and len(masked.control_mask) == len(want)
+        assert tok.count_chat(chat) == len(want)
+    batch = tok.encode_chats(chats, num_threads=2)
+    assert [b.tolist() for b in batch] == [tok.encode_chat(c).tolist() for c in chats]
+    masked = tok.encode_chats(chats, return_masks=True)
+    assert [m.ids.tolist() for m in masked] == [b.tolist() for b in batch]
+
+
+def test_arrow_on_a_generic_pipeline(chat_vocab):
+    import pyarrow as pa
+
+    tok, hf = chat_vocab
+    rows = ["a 1234 b", None, "x, y! 99", ""]
+    got = tok.encode_arrow(pa.array(rows, type=pa.string())).to_pylist()
+    assert got == [None if r is None else hf.encode(r, add_special_tokens=False).ids for r in rows]
