@@ -249,17 +249,31 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         raise VocabFormatError(f"{where}: model.vocab must be an object of 256 to {ID_LIMIT - 1} tokens")
     n = len(vocab)
     token_bytes: list[bytes | None] = [None] * n
+    dead: set[int] = set()
     for piece, idx in vocab.items():
         if isinstance(idx, bool) or not (isinstance(idx, int) and 0 <= idx < n) or token_bytes[idx] is not None:
             raise VocabFormatError(f"{where}: vocabulary ids must be dense 0..{n - 1} (bad id {idx!r})")
         try:
             token_bytes[idx] = bytes(alphabet[c] for c in piece)
         except KeyError:
-            raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
+            # Not byte-level text (Command-R has 1,403 such): no byte-level piece is
+            # ever spelled so, so BPE never makes it; the ByteLevel decoder writes
+            # it as its UTF-8, as here.
+            if not isinstance(piece, str) or len(piece.encode("utf-8", "surrogatepass")) < 2:
+                raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
+            try:
+                token_bytes[idx] = piece.encode("utf-8")
+            except UnicodeEncodeError:
+                raise VocabFormatError(f"{where}: token {piece!r} is not valid Unicode") from None
+            dead.add(idx)
+    if dead and ignore_merges:
+        raise VocabFormatError(f"{where}: tokens that are not byte-level text with ignore_merges "
+                               "are not supported")
     merges_raw = tok["model"].get("merges") or []
     if not isinstance(merges_raw, list) or len(merges_raw) >= ID_LIMIT:
         raise VocabFormatError(f"{where}: model.merges must be a list of fewer than {ID_LIMIT} merges")
     merges = np.empty((len(merges_raw), 3), dtype=np.int32)
+    live = np.ones(len(merges_raw), dtype=bool)
     str_ids = vocab
     for rank, m in enumerate(merges_raw):
         pair = m.split(" ", 1) if isinstance(m, str) else m
@@ -272,19 +286,23 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
         except KeyError:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
+        if dead and (a in dead or b in dead or new in dead):
+            live[rank] = False  # never applies: no piece holds a token that is not byte-level text
+    if dead:
+        merges = merges[live]
     present = {t[0] for t in token_bytes if t is not None and len(t) == 1}
     missing = [b for b in range(256) if b not in present]
-    if missing:
+    if missing or dead:
         # tokenizers drops a byte that has no token: the generic pipeline does it
         generic = _load_pipeline()
         if generic is None:
             raise VocabFormatError(f"{where}: byte 0x{missing[0]:02x} has no token")
         spec = json.loads(pipeline) if pipeline is not None else generic.pipeline_spec(tok)
-        spec["missing_bytes"] = missing
+        spec["missing_bytes"] = missing  # (also the pipeline's flag that token spellings may repeat)
         pipeline = json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8")
         native = None
     arrays = _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where,
-                     missing_ok=bool(missing))
+                     missing_ok=bool(missing), dead=dead)
     if pipeline is not None:
         arrays["pipeline"] = np.frombuffer(pipeline, dtype=np.uint8)
     if native is not None:
@@ -338,12 +356,14 @@ def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
 
 
 def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool]],
-            marks: bool, ignore_merges: bool, where: str, missing_ok: bool = False) -> dict[str, np.ndarray]:
+            marks: bool, ignore_merges: bool, where: str, missing_ok: bool = False,
+            dead: set[int] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
     """The compiled arrays; atoms are (spelling, id, special) triples. missing_ok:
-    some bytes have no token (the generic pipeline drops them)."""
+    some bytes have no token (the generic pipeline drops them); dead: tokens
+    BPE never makes, whose spelling may repeat a live one's."""
     n = len(token_bytes)
-    by_bytes = {b: i for i, b in enumerate(token_bytes)}
-    if len(by_bytes) != n:
+    by_bytes = {b: i for i, b in enumerate(token_bytes) if i not in dead}
+    if len(by_bytes) != n - len(dead):
         raise VocabFormatError(f"{where}: two vocabulary tokens spell the same bytes")
     for b in range(256):
         if bytes([b]) not in by_bytes and not missing_ok:
@@ -475,12 +495,16 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
     singles = tb[to[:-1][lengths == 1]]
     if len(set(singles.tolist())) != 256 and "pipeline" not in arrays:  # the generic pipeline drops them
         raise VocabFormatError("compiled vocabulary: some byte has no token of its own")
+    if len(singles) != len(set(singles.tolist())):
+        raise VocabFormatError("compiled vocabulary: two tokens spell one byte")
     if "self_encoding" in arrays:
         flags = arrays["self_encoding"]
         if flags.shape != (n,) or int(flags.max()) > 1:
             raise VocabFormatError("compiled vocabulary: self_encoding is not one 0/1 flag per token")
     if deep:
-        _check_spellings(tb, to, mg, ab, ao)
+        # a generic pipeline's file may hold tokens that are not byte-level text,
+        # spelled as their UTF-8 (see _compile), repeating a live token's bytes
+        _check_spellings(tb, to, mg, ab, ao, repeats_ok="pipeline" in arrays)
 
 
 def _check_array(arrays, name: str, dtype: np.dtype, shape: tuple) -> None:
@@ -503,11 +527,11 @@ def _check_offsets(what: str, offsets: np.ndarray, blob_len: int) -> None:
                                "into non-empty spellings from the first byte to the last")
 
 
-def _check_spellings(tb, to, mg, ab, ao) -> None:
+def _check_spellings(tb, to, mg, ab, ao, repeats_ok: bool = False) -> None:
     """What compiling a tokenizer.json guarantees by construction (see check_compiled)."""
     blob, offs = tb.tobytes(), to.tolist()
     spelled = [blob[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
-    if len(set(spelled)) != len(spelled):
+    if len(set(spelled)) != len(spelled) and not repeats_ok:
         raise VocabFormatError("compiled vocabulary: two tokens spell the same bytes")
     parts = map(bytes.__add__, map(spelled.__getitem__, mg[:, 0].tolist()),
                 map(spelled.__getitem__, mg[:, 1].tolist()))
