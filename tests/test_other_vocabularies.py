@@ -405,3 +405,22 @@ def test_arrow_on_a_generic_pipeline(chat_vocab):
     rows = ["a 1234 b", None, "x, y! 99", ""]
     got = tok.encode_arrow(pa.array(rows, type=pa.string())).to_pylist()
     assert got == [None if r is None else hf.encode(r, add_special_tokens=False).ids for r in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [{"type": "Punctuation", "behavior": "Isolated"},
+                                  {"type": "Digits", "individual_digits": True}])
+def test_character_classes_over_every_code_point(step):
+    """Punctuation's and Digits' classes against tokenizers' over every code point
+    (Punctuation's tables are older than any Unicode at hand: qwen4exp._pipeline)."""
+    from tokenizers import pre_tokenizers
+
+    from qwen4exp._pipeline import Pipeline
+
+    spec = {"type": "Sequence", "pretokenizers": [step, _bl(use_regex=False)]}
+    ref = pre_tokenizers.Sequence([
+        pre_tokenizers.Punctuation("isolated") if step["type"] == "Punctuation" else pre_tokenizers.Digits(True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    text = "x".join(scalar_sample(1))
+    want = [p for p, _ in ref.pre_tokenize_str(text)]
+    assert Pipeline({"normalizer": None, "pre_tokenizer": spec}).pieces(text) == want

@@ -20,8 +20,7 @@ before a final newline, `\\z` at the very end, `\\h` is a hex digit.
 Known gaps (docs/FORMAT.md, section 12, "Other vocabularies"): `regex` follows a newer
 Unicode (17) than tokenizers 0.22.1's Oniguruma (16), so character classes
 differ on code points assigned in Unicode 17; NFKC and Lowercase use
-CPython's tables (Unicode 14 on 3.11), and Punctuation the `regex` package's
-\\p{P}; a scoped `(?i:...)` folds case one character at a time (Oniguruma
+CPython's tables (Unicode 14 on 3.11); a scoped `(?i:...)` folds case one character at a time (Oniguruma
 also matches multi-character folds such as `ss` for `ß`).
 """
 
@@ -37,8 +36,20 @@ import regex
 #: ByteLevel's own split (use_regex=True), as tokenizers writes it.
 BYTE_LEVEL_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
-# Rust's char::is_ascii_punctuation beside the Unicode P categories (tokenizers' is_punc).
-_PUNCTUATION = r"[\p{P}!-/:-@\[-`{-~]"
+# tokenizers' is_punc: Rust's char::is_ascii_punctuation, or general category P
+# in the unicode_categories crate, whose tables are older (about Unicode 8):
+# the P code points `regex` knows that it does not (assigned or made P since),
+# and two it still counts (U+166D, U+111C9, since moved out of P). Found by
+# comparing tokenizers 0.22.1's Punctuation with `regex` over every code point.
+_PUNCTUATION_NEWER = (
+    r"\u061d\u09fd\u0a76\u0c77\u0c84\u1b4e-\u1b4f\u1b7d-\u1b7f\u2e43-\u2e4f\u2e52-\u2e5d"
+    r"\U00010d6e\U00010ead\U00010ed0\U00010f55-\U00010f59\U00010f86-\U00010f89\U000113d4-\U000113d5\U000113d7-\U000113d8"
+    r"\U0001144b-\U0001144f\U0001145a-\U0001145b\U0001145d\U00011660-\U0001166c\U000116b9\U0001183b\U00011944-\U00011946"
+    r"\U000119e2\U00011a3f-\U00011a46\U00011a9a-\U00011a9c\U00011a9e-\U00011aa2\U00011b00-\U00011b09\U00011be1"
+    r"\U00011c41-\U00011c45\U00011c70-\U00011c71\U00011ef7-\U00011ef8\U00011f43-\U00011f4f\U00011fff\U00012ff1-\U00012ff2"
+    r"\U00016d6d-\U00016d6f\U00016e97-\U00016e9a\U00016fe2\U0001e5ff\U0001e95e-\U0001e95f"
+)
+_PUNCTUATION = rf"(?:(?![{_PUNCTUATION_NEWER}])[\p{{P}}!-/:-@\[-`{{-~]|[\u166d\U000111c9])"
 _FLAGS = regex.DOTALL | regex.MULTILINE | regex.FULLCASE
 
 
