@@ -424,3 +424,18 @@ def test_character_classes_over_every_code_point(step):
     text = "x".join(scalar_sample(1))
     want = [p for p, _ in ref.pre_tokenize_str(text)]
     assert Pipeline({"normalizer": None, "pre_tokenizer": spec}).pieces(text) == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["NFKC", "Lowercase", "NFC"])
+def test_normalizers_over_every_code_point(kind):
+    """NFKC and Lowercase (CPython's tables, corrected to tokenizers' where they
+    differ: qwen4exp._pipeline) and NFC against tokenizers' on every code point."""
+    from tokenizers import normalizers
+
+    from qwen4exp._pipeline import Pipeline
+
+    ref = getattr(normalizers, kind)()
+    ours = Pipeline({"normalizer": {"type": kind}, "pre_tokenizer": _bl(use_regex=False)}).normalize
+    chars = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    assert [c for c in chars if ours(c) != ref.normalize_str(c)] == []

@@ -20,7 +20,8 @@ before a final newline, `\\z` at the very end, `\\h` is a hex digit.
 Known gaps (docs/FORMAT.md, section 12, "Other vocabularies"): `regex` follows a newer
 Unicode (17) than tokenizers 0.22.1's Oniguruma (16), so character classes
 differ on code points assigned in Unicode 17; NFKC and Lowercase use
-CPython's tables (Unicode 14 on 3.11); a scoped `(?i:...)` folds case one character at a time (Oniguruma
+CPython's tables (Unicode 14 on 3.11) corrected to tokenizers' for every
+single code point, so only sequences may differ; a scoped `(?i:...)` folds case one character at a time (Oniguruma
 also matches multi-character folds such as `ss` for `ß`).
 """
 
@@ -261,9 +262,35 @@ def _nfc(text: str) -> str:
     return nfc(text)
 
 
+# Upper-case letters of Unicode 16 that CPython 3.11's tables (14) do not know,
+# with the lower case tokenizers (Rust's char::to_lowercase) gives them.
+_LOWER_NEWER = {0x1c89: 0x1c8a, 0xa7cb: 0x264, 0xa7cc: 0xa7cd, 0xa7da: 0xa7db, 0xa7dc: 0x19b,
+                **{c: c + 0x20 for c in range(0x10d50, 0x10d66)}}
+
+
 def _lowercase(text: str) -> str:
     # tokenizers lowercases one character at a time (no final-sigma rule)
-    return text.lower() if text.isascii() else "".join(map(str.lower, text))
+    if text.isascii():
+        return text.lower()
+    return "".join(map(str.lower, text.translate(_LOWER_NEWER)))
+
+
+# Code points whose compatibility decomposition is newer than tokenizers' NFKC
+# tables (unicode-normalization-alignments): tokenizers leaves them as they
+# are, and they start and end a normalization segment of their own. Found by
+# comparing its NFKC with CPython's over every code point.
+_NFKC_KEPT = regex.compile(
+    "([\u32ff\ua7f2-\ua7f4\uab69\U00010781-\U00010785\U00010787-\U000107b0\U000107b2-\U000107ba"
+    "\U0001f16c\U0001fbf0-\U0001fbf9])")
+
+
+def _nfkc(text: str) -> str:
+    if text.isascii():
+        return text
+    if _NFKC_KEPT.search(text) is None:
+        return unicodedata.normalize("NFKC", text)
+    parts = _NFKC_KEPT.split(text)  # text, kept, text, ...
+    return "".join(p if i % 2 else unicodedata.normalize("NFKC", p) for i, p in enumerate(parts))
 
 
 def _normalizer(spec: Any, where: str) -> Callable[[str], str] | None:
@@ -290,7 +317,7 @@ def _normalizer(spec: Any, where: str) -> Callable[[str], str] | None:
     if kind == "NFC":
         return _nfc
     if kind == "NFKC":
-        return lambda text: unicodedata.normalize("NFKC", text)
+        return _nfkc
     if kind == "Lowercase":
         return _lowercase
     raise PipelineError(f"{where}: the {kind!r} normalizer is not supported (NFC, NFKC, Lowercase and "
