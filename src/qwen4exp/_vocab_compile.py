@@ -73,16 +73,6 @@ class VocabFormatError(ValueError):
     pass
 
 
-def _load_pipeline():
-    """qwen4exp._pipeline (the generic pre-tokenizers), or None when setup.py
-    loads this file by path: the bundled vocabularies are all Qwen pipelines."""
-    try:
-        from . import _pipeline
-    except ImportError:
-        return None
-    return _pipeline
-
-
 # What other model types are (named in the refusal).
 _OTHER_MODELS = {
     "Unigram": "a SentencePiece Unigram model",
@@ -91,14 +81,15 @@ _OTHER_MODELS = {
 }
 
 
-def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None, np.ndarray | None]:
+def _check_pipeline(tok: dict, where: str, generic) -> tuple[bool, bool, bytes | None, np.ndarray | None]:
     """Refuse anything but byte-level BPE; return (marks, ignore_merges,
     pipeline, native_pattern).
 
     pipeline is None for a pipeline the native core runs (NFC or no
     normalizer, the Split on a Qwen pattern or Llama 3's + ByteLevel without
     regex or prefix space), else the normalizer and pre-tokenizer as JSON for
-    qwen4exp._pipeline. native_pattern: None for the Qwen pipelines as
+    qwen4exp._pipeline (`generic`: that module, None where it is not at hand,
+    as in setup.py). native_pattern: None for the Qwen pipelines as
     bundled (NFC, one digit a piece), else uint8 [digits per number piece,
     NFC on].
     Every setting that changes ids or decoded text is checked: plain
@@ -154,9 +145,8 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool, bytes | None, np
     if not _has_byte_level(tok.get("pre_tokenizer")):
         raise VocabFormatError(f"{where}: the pre-tokenizer has no ByteLevel step: qwen4exp loads byte-level "
                                "BPE models only")
-    generic = _load_pipeline()
     if generic is None:
-        raise VocabFormatError(f"{where}: not a Qwen pipeline (bundled vocabularies must be)")
+        raise VocabFormatError(f"{where}: not a pipeline the native scanner runs (bundled vocabularies must be)")
     try:
         spec = generic.pipeline_spec(tok)
     except generic.PipelineError as exc:
@@ -186,8 +176,11 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[str, np.ndarray]:
-    """Parse tokenizer.json bytes into the arrays the native core needs.
+def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json", generic=None) -> dict[str, np.ndarray]:
+    """Parse tokenizer.json bytes into the arrays the native core needs;
+    `generic` is qwen4exp._pipeline, which checks any other byte-level
+    pipeline (loading.py passes it; setup.py, loading this file by path, has
+    only Qwen vocabularies to compile).
 
     Any malformed field (a wrong type, a missing key, an id out of range) is a
     VocabFormatError naming the file, never a KeyError or TypeError."""
@@ -200,7 +193,7 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
     if not isinstance(tok, dict):
         raise VocabFormatError(f"{where}: top level must be a JSON object")
     try:
-        return _compile(tok, raw, where)
+        return _compile(tok, raw, where, generic)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         if isinstance(exc, VocabFormatError):
             raise
@@ -241,8 +234,8 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
     return sorted(atoms, key=lambda x: x[1])
 
 
-def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
-    marks, ignore_merges, pipeline, native = _check_pipeline(tok, where)
+def _compile(tok: dict, raw: bytes, where: str, generic) -> dict[str, np.ndarray]:
+    marks, ignore_merges, pipeline, native = _check_pipeline(tok, where, generic)
     alphabet = byte_level_alphabet()
     vocab = tok["model"]["vocab"]
     if not isinstance(vocab, dict) or not 256 <= len(vocab) < ID_LIMIT:
@@ -294,7 +287,6 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
     missing = [b for b in range(256) if b not in present]
     if missing or dead:
         # tokenizers drops a byte that has no token: the generic pipeline does it
-        generic = _load_pipeline()
         if generic is None:
             raise VocabFormatError(f"{where}: byte 0x{missing[0]:02x} has no token")
         spec = json.loads(pipeline) if pipeline is not None else generic.pipeline_spec(tok)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _vocab_compile
+from . import _pipeline, _vocab_compile
 from ._files import read_regular_file
 from .errors import VocabularyError
 from .vocabulary import Vocabulary
@@ -66,7 +66,7 @@ def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
         except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
             pass
     try:
-        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
+        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path, generic=_pipeline)
     except _vocab_compile.VocabFormatError as exc:
         raise VocabularyError(str(exc)) from None
     try:
