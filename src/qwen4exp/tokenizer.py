@@ -120,13 +120,16 @@ class Tokenizer:
     def from_file(
         cls, path: str | os.PathLike, *, cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None
     ) -> "Tokenizer":
-        """Load a Qwen-family tokenizer.json, or a directory that holds one.
+        """Load a byte-level BPE tokenizer.json (Qwen's, or another model's:
+        GPT-2, Llama 3, DeepSeek...; docs/FORMAT.md, "Other vocabularies"),
+        or a directory that holds one.
 
         The compiled form is cached under $QWEN4EXP_CACHE (default
         ~/.cache/qwen4exp), keyed by the file's SHA-256. FileNotFoundError
         when there is none, OSError when it cannot be read, Qwen4ExpError
-        when it is not a regular file (a FIFO, a device) or not a valid
-        Qwen-family tokenizer.json.
+        when it is not a regular file (a FIFO, a device), not a valid
+        tokenizer.json, or not byte-level BPE (the error names what is not
+        supported).
         """
         self = cls.__new__(cls)
         self._vocab_name = None
