@@ -14,19 +14,23 @@ import operator
 import os
 import types
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from qwen4exp._native._encoder import NativeTokenizer
 from qwen4exp._native._faults import InitFault
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, VocabularyError, init_error
-from qwen4exp.formats import ChatFormat, chat_format as _format_named, default_format, formats_of_vocabulary
-from qwen4exp.parse.decode_stream import IdTables
 from qwen4exp.render.segments import RenderedChat
 from qwen4exp.vocab import compile as _vocab_compile
 from qwen4exp.vocab.loading import arrays_sha256
 from qwen4exp.vocab.vocabulary import VOCABULARIES
+
+# The formats (and so the renderer's validation) and the parse path's tables
+# load when a chat is first rendered, encoded or parsed, not with the tokenizer.
+if TYPE_CHECKING:
+    from qwen4exp.formats import ChatFormat
+    from qwen4exp.parse.decode_stream import IdTables
 
 __all__ = ["TokenizerCore", "HasCore", "CACHE_SIZE_DEFAULT", "TEMPLATE_FORMAT", "thread_count"]
 
@@ -72,8 +76,6 @@ class TokenizerCore:
     vocab_name: str | None
     #: the bundled vocabulary whose chat formats this one renders
     family: str
-    #: the format render_chat uses unless told otherwise
-    format: ChatFormat
     #: render options a model folder's template implies
     render_defaults: dict[str, Any]
     #: a model folder's other files (preprocessor_config.json, ...)
@@ -137,7 +139,7 @@ class TokenizerCore:
         # counts as the bundled one with the same split pattern (same family).
         marks = bool(arrays["marks"][0])
         self.family = vocab_name or next(v.name for v in VOCABULARIES.values() if v.marks == marks)
-        self.format = default_format(self.family)
+        self._format: ChatFormat | None = None  # the family's default until bound (see format)
         self.render_defaults = {}
         self.model_config = {}
         self.template = None
@@ -155,6 +157,8 @@ class TokenizerCore:
         tables = self._id_tables
         if tables is None:
             blob, offsets = self._id_source
+            from qwen4exp.parse.decode_stream import IdTables
+
             tables = self._id_tables = IdTables(blob.tobytes(), offsets, dict(self.atoms), self.special_ids)
         return tables
 
@@ -183,6 +187,20 @@ class TokenizerCore:
         return lengths
 
     # -- the chat format -------------------------------------------------------
+
+    @property
+    def format(self) -> ChatFormat:
+        """The format render_chat uses unless told otherwise (the family's
+        default until a model folder binds its own)."""
+        if self._format is None:
+            from qwen4exp.formats import default_format
+
+            self._format = default_format(self.family)
+        return self._format
+
+    @format.setter
+    def format(self, fmt: ChatFormat) -> None:
+        self._format = fmt
 
     @property
     def chat_format(self) -> str:
@@ -234,7 +252,9 @@ class TokenizerCore:
                 f"folder's own chat template (chat_format {TEMPLATE_FORMAT!r}), which has no native format: "
                 f"qwen4exp renders it with provenance, but {where} needs one of the native formats "
                 f"({', '.join(self.chat_formats())}); name one with chat_format= if the model speaks it")
-        fmt = _format_named(name)
+        from qwen4exp.formats import chat_format as format_named
+
+        fmt = format_named(name)
         if fmt.vocabulary != self.family:
             raise ChatFormatError(
                 f"{where}: the {fmt.name} chat format is for the {fmt.vocabulary} vocabulary, and this "
@@ -245,6 +265,8 @@ class TokenizerCore:
         return fmt
 
     def chat_formats(self) -> tuple[str, ...]:
+        from qwen4exp.formats import formats_of_vocabulary
+
         return formats_of_vocabulary(self.family)
 
     def check_chat(self, chat: RenderedChat, where: str) -> None:

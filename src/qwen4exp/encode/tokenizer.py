@@ -15,20 +15,20 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
-from qwen4exp.render import media as _media
-from qwen4exp.render.chat import render_chat as _render_chat
 from qwen4exp.vocab.vocabulary import ALIASES, DEFAULT_VOCABULARY, VOCABULARIES, bundled_vocabulary
 from qwen4exp.vocab.loading import bundled_arrays, compiled_file
 from qwen4exp.encode.core import CACHE_SIZE_DEFAULT, TEMPLATE_FORMAT, TokenizerCore, thread_count as _thread_count
 from qwen4exp.encode.token_buffer import TokenBuffer
-from qwen4exp.parse.completion import CompletionParser, parse_all
-from qwen4exp.parse.decode_stream import DecodeStream, PaddedRowsDecodeStream
-from qwen4exp.encode.masks import EncodedChat, chat_masks
 from qwen4exp.errors import SegmentError, VocabularyError, fault_error, id_error, surrogate_error
 from qwen4exp.render.segments import Kind, RenderedChat, Segment
-from qwen4exp.shapes import MessageLike, ParsedCompletion, ToolLike
 
+# What `import qwen4exp; Tokenizer().encode(...)` needs loads with this module;
+# rendering, parsing, masks and media load on first use (tests/test_import_cost.py).
 if TYPE_CHECKING:
+    from qwen4exp.encode.masks import EncodedChat
+    from qwen4exp.parse.completion import CompletionParser
+    from qwen4exp.parse.decode_stream import DecodeStream
+    from qwen4exp.shapes import MessageLike, ParsedCompletion, ToolLike
     from qwen4exp.encode.budget import FittedChat
     from qwen4exp.encode.chat_encoder import ChatEncoder
 
@@ -155,7 +155,9 @@ class Tokenizer:
         for key, value in self.core.render_defaults.items():
             if options.get(key) is None:
                 options[key] = value
-        return _render_chat(messages, chat_format=fmt.name, **options)
+        from qwen4exp.render.chat import render_chat
+
+        return render_chat(messages, chat_format=fmt.name, **options)
 
     # -- plain text --------------------------------------------------------
 
@@ -268,6 +270,8 @@ class Tokenizer:
         """A streaming decoder: `step(id)` returns the text completed by that id.
         With `embedding_rows` (the model's), an id past the vocabulary below it
         (a padded embedding row) spells nothing, as in HF's decode."""
+        from qwen4exp.parse.decode_stream import DecodeStream, PaddedRowsDecodeStream
+
         tables = self.core.id_tables()
         table = tables.skip if skip_special else tables.text
         if embedding_rows is None:
@@ -286,6 +290,8 @@ class Tokenizer:
         override it): `feed(ids) -> [Delta]`, `finish() -> dict`. With
         `embedding_rows` (the model's), ids past the vocabulary below it spell
         nothing and are listed in the message's `notes`."""
+        from qwen4exp.parse.completion import CompletionParser
+
         return CompletionParser(self, prompt, chat_format=chat_format, tools=tools,
                                 in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
                                 embedding_rows=embedding_rows)
@@ -297,6 +303,8 @@ class Tokenizer:
         """The assistant message (OpenAI style: role, content, reasoning_content,
         tool_calls with ids and typed arguments) that generated ids spell after
         `prompt`; structure comes only from atom ids (docs/FORMAT.md, section 11)."""
+        from qwen4exp.parse.completion import parse_all
+
         return parse_all(self, ids, prompt, chat_format=chat_format, tools=tools,
                          in_reasoning=in_reasoning, calls_in_reasoning=calls_in_reasoning,
                          embedding_rows=embedding_rows)
@@ -331,6 +339,9 @@ class Tokenizer:
         With `expand_media` (True, or a dict of image-processor parameters),
         each image or video pad is written once per merged patch (qwen4exp.render.media).
         """
+        from qwen4exp.encode.masks import chat_masks
+        from qwen4exp.render import media as _media
+
         proc = _media.processor_of(self, expand_media, "encode_chat()")
         ids, tok_ends = self._chat_ids(chat, "encode_chat()", return_masks)
         result = chat_masks(chat, ids, tok_ends, self.core.token_lengths()) if return_masks else ids
@@ -338,6 +349,8 @@ class Tokenizer:
 
     def count_chat(self, chat: RenderedChat, *, expand_media: Any = False) -> int:
         """len(encode_chat(chat, expand_media=expand_media))."""
+        from qwen4exp.render import media as _media
+
         proc = _media.processor_of(self, expand_media, "count_chat()")
         ids = self._chat_ids(chat, "count_chat()", False)[0]
         return _media.expanded_count(self, chat, ids, proc, "count_chat()")
@@ -413,6 +426,9 @@ class Tokenizer:
         All-or-nothing: if any chat is malformed the first fault is raised
         (naming the chat's index) and no result is returned.
         """
+        from qwen4exp.encode.masks import chat_masks
+        from qwen4exp.render import media as _media
+
         proc = _media.processor_of(self, expand_media, "encode_chats()")
         items: list[tuple[Any, ...]] = []
         chats = list(chats)
