@@ -190,26 +190,20 @@ class _HeldNative:
         return self._inner.encode_bounds(*args)
 
 
-class _HeldCore:
-    """A TokenizerCore whose native core is held (see _HeldNative)."""
+class _Overriding:
+    """`inner` with some attributes replaced (the others read through)."""
 
-    def __init__(self, core):
-        self._core = core
-        self.native = _HeldNative(core.native)
+    def __init__(self, inner, **replaced):
+        self._inner = inner
+        self.__dict__.update(replaced)
 
     def __getattr__(self, name):
-        return getattr(self._core, name)
+        return getattr(self._inner, name)
 
 
-class _HeldTokenizer:
+def _HeldTokenizer(tok):
     """A Tokenizer whose native core is held (see _HeldNative)."""
-
-    def __init__(self, tok):
-        self._tok = tok
-        self.core = _HeldCore(tok.core)
-
-    def __getattr__(self, name):
-        return getattr(self._tok, name)
+    return _Overriding(tok, core=_Overriding(tok.core, native=_HeldNative(tok.core.native)))
 
 
 def test_two_threads_on_one_encoder_get_an_error(tok):

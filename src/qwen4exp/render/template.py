@@ -437,6 +437,17 @@ def _tools_json(tools: Any) -> tuple[bytes, ...]:
         return ()
 
 
+
+def _check_dicts(values: Any, name: str, what: str, each: str) -> None:
+    """`values` (None, or a list of dicts) as transformers takes tools and documents."""
+    if values is None:
+        return
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise ChatFormatError(f"{name} must be {what}, not {type(values).__name__}")
+    for i, value in enumerate(values):
+        if not isinstance(value, Mapping):
+            raise ChatFormatError(f"{name}[{i}]: {each} must be a dict, not {type(value).__name__}")
+
 def render_template_record(template: str, messages: Sequence[Any], *, tools: Any = None,
                            documents: Any = None, special_tokens: Mapping[str, Any] | None = None,
                            add_generation_prompt: bool = False, atoms: Any = None,
@@ -446,18 +457,8 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
         raise ChatFormatError(f"template must be a str (the Jinja source), not {type(template).__name__}")
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ChatFormatError(f"messages must be a list of messages, not {type(messages).__name__}")
-    if tools is not None:
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise ChatFormatError(f"tools must be a list of tool schemas, not {type(tools).__name__}")
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, Mapping):
-                raise ChatFormatError(f"tools[{i}]: a tool schema must be a dict, not {type(tool).__name__}")
-    if documents is not None:
-        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
-            raise ChatFormatError(f"documents must be a list of dicts, not {type(documents).__name__}")
-        for i, doc in enumerate(documents):
-            if not isinstance(doc, Mapping):
-                raise ChatFormatError(f"documents[{i}]: a document must be a dict, not {type(doc).__name__}")
+    _check_dicts(tools, "tools", "a list of tool schemas", "a tool schema")
+    _check_dicts(documents, "documents", "a list of dicts", "a document")
     matcher = atom_matcher(atoms)
     # transformers: {**special_tokens_map, **kwargs}, then messages, tools, documents
     # and add_generation_prompt; a caller's keyword is the caller's (DATA).

@@ -203,23 +203,13 @@ class OriginStr(str):
             return _make(text, o)
         return _make(text, DATA)
 
-    def upper(self) -> "OriginStr":
-        return self._mapped(str.upper(self))
-
-    def lower(self) -> "OriginStr":
-        return self._mapped(str.lower(self))
-
-    def title(self) -> "OriginStr":
-        return self._mapped(str.title(self))
-
-    def capitalize(self) -> "OriginStr":
-        return self._mapped(str.capitalize(self))
-
-    def swapcase(self) -> "OriginStr":
-        return self._mapped(str.swapcase(self))
-
-    def casefold(self) -> "OriginStr":
-        return self._mapped(str.casefold(self))
+    # Case changes keep each character's origin (_mapped maps them back).
+    def upper(self) -> "OriginStr": return self._mapped(str.upper(self))  # noqa: E704
+    def lower(self) -> "OriginStr": return self._mapped(str.lower(self))  # noqa: E704
+    def title(self) -> "OriginStr": return self._mapped(str.title(self))  # noqa: E704
+    def capitalize(self) -> "OriginStr": return self._mapped(str.capitalize(self))  # noqa: E704
+    def swapcase(self) -> "OriginStr": return self._mapped(str.swapcase(self))  # noqa: E704
+    def casefold(self) -> "OriginStr": return self._mapped(str.casefold(self))  # noqa: E704
 
     def center(self, width: SupportsIndex, fillchar: str = " ") -> "OriginStr":
         return derived(str.center(self, width, fillchar), self, fillchar, width)
