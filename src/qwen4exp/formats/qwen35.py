@@ -37,8 +37,7 @@ from qwen4exp.render.validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._turns import close_tool_response, write_calls
 from qwen4exp.formats._control import (
-    IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_CALL_PAIR,
-    NO_THINKING_PROMPT,
+    IM_START, IM_END, THINK, THINK_END, TOOL_RESPONSE, NO_THINKING_PROMPT, XML_TOOLS_TAIL, XML_TOOLS_LAST,
 )
 
 __all__ = ["QWEN35", "QWEN36", "QWEN38", "render_qwen35", "FORMATS"]
@@ -53,24 +52,8 @@ QWEN38 = Rules("qwen3.8", trim=True, calls=XML_JSON, needs_query=True, thinking=
 # Parts strictly alternate CONTROL, DATA, ... as formats/_control.py says.
 _TOOLS_HEAD = b"# Tools\n\nYou have access to the following functions:\n\n<tools>"
 # After the schemas, up to the system prompt: DATA and CONTROL parts, in order.
-_TOOLS_TAIL = (
-    b"\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "
-    b"with NO suffix:\n\n",
-    TOOL_CALL,
-    b"\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
-    b"</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
-    b"parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n",
-    TOOL_CALL_END,
-    b"\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
-    b"<function=...></function> block must be nested within ",
-    TOOL_CALL_PAIR,
-)
-_TOOLS_LAST = (
-    b" XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning "
-    b"for your function call in natural language BEFORE the function call, but NOT after\n"
-    b"- If there is no function call available, answer the question like normal with your "
-    b"current knowledge and do not tell the user about function calls\n</IMPORTANT>"
-)
+_TOOLS_TAIL = XML_TOOLS_TAIL
+_TOOLS_LAST = XML_TOOLS_LAST
 # qwen3.8's instruction per reasoning effort (none for medium).
 _EFFORT_TEXT = {
     "xhigh": b"Reasoning effort is set to xhigh. Please think carefully through the task, "

@@ -40,8 +40,8 @@ from qwen4exp.render.segments import utf8
 from qwen4exp.render.validate import ASSISTANT, TOOL, USER, XML_PYTHON, Request, Rules, tojson
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._control import (
-    IM_START, IM_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END, TOOL_CALL_PAIR,
-    TOOL_CALL_END_IM_END,
+    IM_START, IM_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END, TOOL_CALL_END_IM_END,
+    XML_TOOLS_TAIL, XML_TOOLS_LAST,
 )
 
 __all__ = ["QWEN3_CODER", "render_qwen3_coder", "tool_schema_xml", "FORMATS"]
@@ -50,24 +50,7 @@ __all__ = ["QWEN3_CODER", "render_qwen3_coder", "tool_schema_xml", "FORMATS"]
 _DEFAULT_SYSTEM = b"You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks."
 _TOOLS_HEAD = b"\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>"
 # After the schemas, up to the turn's end: DATA and CONTROL parts, in order.
-_TOOLS_TAIL = (
-    b"\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "
-    b"with NO suffix:\n\n",
-    TOOL_CALL,
-    b"\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
-    b"</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
-    b"parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n",
-    TOOL_CALL_END,
-    b"\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
-    b"<function=...></function> block must be nested within ",
-    TOOL_CALL_PAIR,
-    b" XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning "
-    b"for your function call in natural language BEFORE the function call, but NOT after\n"
-    b"- If there is no function call available, answer the question like normal with your "
-    b"current knowledge and do not tell the user about function calls\n</IMPORTANT>",
-    IM_END,
-    b"\n",
-)
+_TOOLS_TAIL = (*XML_TOOLS_TAIL, XML_TOOLS_LAST, IM_END, b"\n")
 _FUNCTION = b"\n<function="
 _FUNCTION_END = b"</function>\n"
 
