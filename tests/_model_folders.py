@@ -141,6 +141,7 @@ TEMPLATE_FORMAT = {
     "qwen3_5_nothink.jinja": "qwen3.5", "qwen3_5_nothink_training.jinja": "qwen3.5",
     "qwen3_6.jinja": "qwen3.6", "qwen3_6_training.jinja": "qwen3.6",
     "qwen3_8.jinja": "qwen3.8", "qwen3_8_training.jinja": "qwen3.8",
+    "qwen3_coder.jinja": "qwen3-coder",
 }
 
 

@@ -265,7 +265,8 @@ TAMPERED = [
     ("model.vocab", [_DELETE, None, [], "x", {}, {"a": 0}]),
     ("model.vocab.!", [_DELETE, -1, 10**9, "0", 1.5, True, None]),
     ("model.merges", [5, "x", {"a": 1}, [[1, 2]], ["Ġ"], [["a", "b", "c"]], ["zz qq"]]),
-    ("normalizer", [_DELETE, None, {"type": "NFKC"}, []]),
+    # (none, None and NFKC load now: test_other_normalizers_load_as_hf_reads_them)
+    ("normalizer", [[], {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, {"type": "NoSuch"}]),
     ("pre_tokenizer", [_DELETE, None, {"type": "Sequence", "pretokenizers": [1, 2]},
                        {"type": "Sequence", "pretokenizers": "xy"}]),
     ("added_tokens", [5, "x", {"a": 1}, [1], [None]]),
@@ -301,8 +302,26 @@ def test_added_token_inside_bpe_range_is_refused(tmp_path, monkeypatch, vocab_js
     end["id"] = 5
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(raw), encoding="utf-8")
-    with pytest.raises(Qwen4ExpError, match=f"past the {SMALL_N} BPE tokens"):
+    with pytest.raises(Qwen4ExpError, match="is BPE token 5, which is spelled otherwise"):
         Tokenizer.from_file(path)
+
+
+@pytest.mark.parametrize("normalizer", [_DELETE, None, {"type": "NFKC"}])
+def test_other_normalizers_load_as_hf_reads_them(tmp_path, monkeypatch, vocab_json, normalizer):
+    """A tokenizer.json without a normalizer, or with NFKC, is another
+    vocabulary now (docs/FORMAT.md, "Other vocabularies"): its ids are HF's."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from qwen4exp import Tokenizer
+
+    monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
+    raw = _tamper(vocab_json, "normalizer", normalizer)
+    raw["added_tokens"] = []  # DATA's reference: no added tokens to cut out of the text
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    text = "ﬁne ① Ｗｉｄｅ café e\u0301 it's 12345 <|im_end|>"
+    assert Tokenizer.from_file(path).encode(text) == HFTokenizer.from_file(str(path)).encode(
+        text, add_special_tokens=False).ids
 
 
 @pytest.mark.parametrize("array", ["token_offsets", "token_bytes", "merges", "atom_ids", "atom_offsets"])
