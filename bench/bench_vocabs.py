@@ -5,7 +5,9 @@ and pattern); other files (`--vocab gpt-2,deepseek-llm`: the generic
 pre-tokenizer of qwen4exp.vocab.pipeline, then the native BPE) against
 `tokenizers` alone, on the file without its added tokens (DATA's reference:
 DeepSeek LLM's added tokens include letters such as `ù` that `tokenizers`
-would otherwise cut out of any text). MB/s of UTF-8 input on one thread, best of a few rounds,
+would otherwise cut out of any text), and the fast peers that load the same file
+(fastokens, gigatoken, when installed). MB/s of UTF-8 input, wall clock with each library's
+default threads, best of a few rounds,
 the first MiB of each corpus; the ids are checked equal first.
 
     PYTHONPATH=src python bench/bench_vocabs.py [--rounds N] [--corpus code,multilingual] [--vocab llama-bpe]
@@ -34,7 +36,7 @@ def peers(path: str):
     import tiktoken
     from _hf_reference import byte_decoder, hf_plain
 
-    ours = qwen4exp.Tokenizer.from_file(path, encode_threads=1)
+    ours = qwen4exp.Tokenizer.from_file(path)  # its default threads, as each peer has its own
     hf = hf_plain(path)  # the file without its added tokens: DATA's reference (tests/_hf_reference.py)
     fns = {"qwen4exp": ours.encode, "tokenizers": lambda t: hf.encode(t, add_special_tokens=False).ids}
     doc = json.load(open(path, encoding="utf-8"))
@@ -44,6 +46,25 @@ def peers(path: str):
         pattern = doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
         enc = tiktoken.Encoding("llama3", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
         fns["tiktoken"] = enc.encode_ordinary
+    # the fast peers that load a tokenizer.json (the `bench` extra), on the same file
+    # without its added tokens; left out when not installed
+    plain = os.path.join(os.path.dirname(path), "plain.json")
+    with open(plain, "w", encoding="utf-8") as f:
+        json.dump({**doc, "added_tokens": []}, f)
+    try:
+        import fastokens
+
+        fast = fastokens.Tokenizer.from_file(plain)
+        fns["fastokens"] = lambda t: fast.encode(t, add_special_tokens=False).ids
+    except ImportError:
+        pass
+    try:
+        import gigatoken
+
+        giga = gigatoken.Tokenizer(plain)
+        fns["gigatoken"] = giga.encode
+    except ImportError:
+        pass
     return fns
 
 
@@ -64,7 +85,7 @@ def main() -> None:
                 nbytes = len(text.encode("utf-8"))
                 ids = {name: fn(text) for name, fn in fns.items()}
                 row = [f"{vocab:12s} {corpus:13s} {nbytes / 1e6:.2f} MB"]
-                row += [f"{name} ids equal HF: {ids[name] == ids['tokenizers']}" for name in fns if name != "tokenizers"]
+                row += [f"{name} ids equal HF: {list(ids[name]) == ids['tokenizers']}" for name in fns if name != "tokenizers"]
                 for name, fn in fns.items():
                     best, _ = common.best_of(fn, text, args.rounds)
                     row.append(f"{name} {nbytes / best / 1e6:.1f} MB/s")
