@@ -189,7 +189,7 @@ class Qwen4ExpParser(Parser):
 
     def _noted(self, message: dict) -> None:
         """Log the ids of the model's padded rows the reply had (they spell nothing)."""
-        notes = message.get("notes")
+        notes = [n for n in message.get("notes", ()) if "id" in n]  # the others are re-render notes
         if notes:
             logger.info("qwen4exp: the reply has %d id(s) of the model's padded embedding rows (past the "
                         "tokenizer's %d ids, e.g. %d); they spell nothing", len(notes),
