@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import qwen4exp
-from qwen4exp.errors import Qwen4ExpError
+from qwen4exp.encode.core import TEMPLATE_FORMAT
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError
 from qwen4exp.vocab.pretrained import read_folder_json
 from qwen4exp.render.segments import SegmentBuilder
 
@@ -81,13 +82,21 @@ def register() -> None:
 
 
 def parser_flags_problem(tool_parser: str | None, reasoning_parser: str | None, auto_tools: bool,
-                         tokenizer_mode: str | None) -> str | None:
+                         tokenizer_mode: str | None, chat_format: str | None = None) -> str | None:
     """What is wrong with a server's parser flags for the qwen4exp parser (one
     line), or None. The one parser reads reasoning and tool calls together
-    (docs/RUNTIMES.md, "The reply")."""
+    (docs/RUNTIMES.md, "The reply"), in the chat formats qwen4exp knows:
+    `chat_format` "template" (a model folder's own template, see
+    folder_chat_format) takes vLLM's own parsers."""
     tool_parser, reasoning_parser = tool_parser or None, reasoning_parser or None
     if MODE not in (tool_parser, reasoning_parser):
         return None
+    if chat_format == TEMPLATE_FORMAT:
+        flag = "--tool-call-parser" if tool_parser == MODE else "--reasoning-parser"
+        return (f"{flag} {MODE}: the qwen4exp parsers read the Qwen chat formats, and this model folder's "
+                "chat template is none of them (qwen4exp renders it as the folder's own template); use "
+                f"vLLM's parser for the model's family instead (e.g. {flag} "
+                f"{'llama3_json' if flag == '--tool-call-parser' else 'deepseek_r1'})")
     others = sorted(p for p in {tool_parser, reasoning_parser} if p is not None and p != MODE)
     if others:
         return (f"--tool-call-parser {tool_parser} and --reasoning-parser {reasoning_parser}: the qwen4exp "
@@ -120,15 +129,44 @@ def _install_startup_check() -> None:
     def validate_api_server_args(args, *rest, **kwargs):
         outputs = getattr(args, "structured_outputs_config", None)
         reasoning = getattr(outputs, "reasoning_parser", None) or getattr(args, "reasoning_parser", None)
-        problem = parser_flags_problem(getattr(args, "tool_call_parser", None), reasoning,
-                                       bool(getattr(args, "enable_auto_tool_choice", False)),
-                                       getattr(args, "tokenizer_mode", None))
+        tool_parser = getattr(args, "tool_call_parser", None)
+        mode = getattr(args, "tokenizer_mode", None)
+        fmt = None
+        if MODE in (tool_parser, reasoning) and mode in _TOKENIZER_CLASSES:
+            fmt = folder_chat_format(getattr(args, "tokenizer", None) or getattr(args, "model", None))
+        problem = parser_flags_problem(tool_parser, reasoning,
+                                       bool(getattr(args, "enable_auto_tool_choice", False)), mode, fmt)
         if problem is not None:
             raise SystemExit(f"qwen4exp: {problem}")  # one line, no traceback, before the model loads
         return validate(args, *rest, **kwargs)
 
     validate_api_server_args._qwen4exp = True  # type: ignore[attr-defined]
     setattr(launcher, "validate_api_server_args", validate_api_server_args)
+
+
+def folder_chat_format(folder: Any) -> str | None:
+    """The chat format the tokenizer of a model folder will have, read cheaply
+    (its chat template's fingerprint, no vocabulary loaded): a native
+    format's name, TEMPLATE_FORMAT for a template qwen4exp renders as the
+    folder's own, or None when that cannot be told here (not a local folder,
+    no template, a file that does not read: loading the tokenizer reports it)."""
+    named = os.environ.get(CHAT_FORMAT_ENV)
+    if named:
+        return named
+    if not isinstance(folder, (str, os.PathLike)) or not os.path.isdir(folder):
+        return None
+    from qwen4exp.formats import identify_template
+    from qwen4exp.vocab.pretrained import read_chat_template
+
+    try:
+        template = read_chat_template(os.fspath(folder))
+        if template is None:
+            return None
+        return identify_template(template)[0].name
+    except ChatFormatError:
+        return TEMPLATE_FORMAT
+    except (Qwen4ExpError, OSError):
+        return None
 
 
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:

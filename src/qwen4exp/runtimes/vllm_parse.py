@@ -40,6 +40,7 @@ from vllm.parser.abstract_parser import Parser
 from vllm.reasoning import ReasoningParser
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
+from qwen4exp.encode.core import TEMPLATE_FORMAT
 from qwen4exp.markers import Marker
 
 from qwen4exp.runtimes.vllm_render import render_request
@@ -59,6 +60,9 @@ def _qwen4exp(tokenizer) -> Any:
     if tok is None:
         raise TypeError("the qwen4exp parsers need --tokenizer-mode qwen4exp, not a "
                         f"{type(tokenizer).__name__}")
+    if tok.chat_format == TEMPLATE_FORMAT:  # the API server refuses this at startup (vllm.parser_flags_problem)
+        raise TypeError("the qwen4exp parsers read the Qwen chat formats, and this model folder's chat "
+                        "template is none of them; use vLLM's parser for the model's family")
     return tok
 
 

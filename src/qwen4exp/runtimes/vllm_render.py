@@ -13,6 +13,7 @@ continue.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from vllm.exceptions import VLLMValidationError
@@ -21,8 +22,9 @@ from vllm.renderers.base import BaseRenderer
 from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.formats import OPTION_NAMES
 from qwen4exp.formats import chat_format as format_named
+from qwen4exp.encode.core import TEMPLATE_FORMAT
 
-from qwen4exp.runtimes.vllm_requests import materialize_messages
+from qwen4exp.runtimes.vllm_requests import materialize_messages, template_arguments
 
 __all__ = ["Qwen4ExpRenderer", "render_request", "render_arguments"]
 
@@ -139,13 +141,24 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
     honour (a template of its own, continue_final_message, documents). Other
     keys are ignored, as vLLM's `hf` renderer ignores variables a template does
     not use: vLLM adds server-wide ones (cohere_format) to every request."""
+    q = tok.qwen4exp_tokenizer
+    own = q.chat_format == TEMPLATE_FORMAT
     if kwargs.get("chat_template") is not None:
+        what = "its own Jinja template" if own else f"chat format ({q.chat_format})"
         raise _refuse("a chat template cannot be used with --tokenizer-mode qwen4exp: the model folder's "
-                      f"chat format ({tok.qwen4exp_tokenizer.chat_format}) is rendered by qwen4exp itself, "
-                      "with provenance; leave chat_template out", "chat_template")
+                      f"{what} is rendered by qwen4exp itself, with provenance; leave chat_template out",
+                      "chat_template")
     if kwargs.get("continue_final_message"):
         raise _refuse("continue_final_message is not supported: qwen4exp renders whole turns",
                       "continue_final_message")
+    if own:
+        template = q.core.template.template
+        try:
+            kwargs = {**kwargs, "tools": _tools(kwargs.get("tools"))}
+            return template_arguments(q, _materialize(messages), kwargs,
+                                      reads_parts=_reads_content_parts(template))
+        except Qwen4ExpError as exc:
+            raise _refuse(str(exc), "messages") from None
     if kwargs.get("documents"):
         raise _refuse("documents are not part of the Qwen chat formats", "documents")
     messages = _materialize(messages)
@@ -167,6 +180,17 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
             continue
         options[key] = value
     return [_message(m, i) for i, m in enumerate(messages)], options
+
+
+@lru_cache(maxsize=8)
+def _reads_content_parts(template: str) -> bool:
+    """Whether a template iterates over a message's content parts (vLLM's
+    "openai" content format), as vLLM's hf renderer detects it."""
+    try:
+        from vllm.renderers.hf import _detect_content_format
+    except ImportError:  # another vLLM: the common case, a template of strings
+        return False
+    return _detect_content_format(template, default="string") == "openai"
 
 
 def render_request(tok, messages: Any, kwargs: dict):
