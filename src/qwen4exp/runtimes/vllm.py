@@ -6,7 +6,8 @@ declares `register` under the `vllm.general_plugins` entry point, which vLLM
 calls in each of its processes. `register` adds
 
 * tokenizer mode `qwen4exp` (`Qwen4ExpTokenizer`, below): the model folder's
-  vocabulary and chat format (`qwen4exp.Tokenizer.from_pretrained`). Text it
+  vocabulary and chat format, or its own Jinja template for a folder of
+  another family (`qwen4exp.Tokenizer.from_pretrained`). Text it
   is given (a raw `/v1/completions` prompt, `/tokenize`) is DATA: an atom
   spelled in it is ordinary BPE text. Mode `qwen4exp-trusted-prompts` is the
   same tokenizer except that such text resolves atom spellings to their ids,
@@ -245,9 +246,10 @@ class Qwen4ExpTokenizer:
                         **kwargs) -> "Qwen4ExpTokenizer":
         """Load a model folder (or a hub repository's tokenizer files) with
         `qwen4exp.Tokenizer.from_pretrained`: the bundled vocabulary when the
-        folder's is the same, the chat format the folder's template is. An
-        unknown template is an error naming the nearest format; set
-        $QWEN4EXP_CHAT_FORMAT (or pass chat_format=) to name one."""
+        folder's is the same, the chat format the folder's template is, or
+        for any other template that template itself (chat_format "template",
+        rendered with provenance); set $QWEN4EXP_CHAT_FORMAT (or pass
+        chat_format=) to name a native format instead."""
         folder = str(path_or_repo_id)
         if not os.path.isdir(folder):
             folder = _download(folder, revision, download_dir, kwargs.get("token"))

@@ -138,7 +138,9 @@ def _materialize(messages: Any) -> list:
 def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
     """(messages, options) for `tok.render_chat` from a request's messages and
     its chat_template_kwargs; VLLMValidationError for what the renderer cannot
-    honour (a template of its own, continue_final_message, documents). Other
+    honour (a template of its own, continue_final_message, documents). A
+    tokenizer of a folder's own template takes every key as a template
+    variable (vllm_requests.template_arguments). Other
     keys are ignored, as vLLM's `hf` renderer ignores variables a template does
     not use: vLLM adds server-wide ones (cohere_format) to every request."""
     q = tok.qwen4exp_tokenizer
