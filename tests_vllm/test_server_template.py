@@ -13,6 +13,7 @@ for the text and the atoms transformers' apply_chat_template.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -70,6 +71,69 @@ def family(folder, tmp_path_factory):
     srv = Server(path, name, str(log), flags=flags)
     yield name, path, tok, AutoTokenizer.from_pretrained(path), srv
     srv.stop()
+
+
+#: Benign conversations in OpenAI's shapes: vLLM's `hf` renderer gives the same ids.
+BENIGN = {
+    "developer and text parts": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]}],
+    "tool round trip": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "reasoning": "call it",
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {
+             "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "user", "content": "And tomorrow?"}],
+}
+
+
+def _engine_config(folder: str, mode: str):
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs(model=folder, tokenizer_mode=mode, load_format="dummy", max_model_len=4096,
+                      dtype="bfloat16", enforce_eager=True).create_engine_config()
+
+
+def _render(renderer, messages, tools=None, **kwargs) -> list[int]:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.renderers.params import ChatParams
+
+    req = ChatCompletionRequest(model="m", messages=messages, tools=tools)
+    tool_dicts = None if req.tools is None else [t.model_dump() for t in req.tools]
+    params = ChatParams(chat_template_kwargs={"add_generation_prompt": True, "tools": tool_dicts, **kwargs})
+    _, (engine_input,) = renderer.render_chat([req.messages], params)
+    return list(engine_input["prompt_token_ids"])
+
+
+def test_renderer_matches_vllms_hf_renderer_for_benign_chats(folder):
+    """In-process: vLLM's registry builds both renderers of the folder; for
+    chats that type no markers the ids are the same, and for the caller's
+    markers the hf renderer makes atoms that qwen4exp's does not."""
+    from vllm.renderers.registry import renderer_from_config
+
+    name, path = folder
+    ours = renderer_from_config(_engine_config(path, "qwen4exp"))
+    hf = renderer_from_config(_engine_config(path, "hf"))
+    for label, messages in BENIGN.items():
+        for tools in (None, TOOLS):
+            assert _render(ours, messages, tools) == _render(hf, messages, tools), label
+    atoms = set(ours.get_tokenizer().get_added_vocab().values())
+    hostile = _conversations(FAMILIES[name][1])["user"]
+    assert sum(i in atoms for i in _render(ours, hostile)) < sum(i in atoms for i in _render(hf, hostile))
+
+
+def test_qwen4exp_parser_built_for_a_template_folder_refuses(folder):
+    """vLLM's offline LLM has no startup check: the parser refuses the tokenizer
+    when vLLM builds it (vLLM's get_parser tries it with the tokenizer)."""
+    from vllm.parser import ParserManager
+    from vllm.tokenizers.registry import get_tokenizer
+
+    tok = get_tokenizer(folder[1], tokenizer_mode="qwen4exp")
+    for names in ({"tool_parser_name": "qwen4exp", "reasoning_parser_name": "qwen4exp"},
+                  {"reasoning_parser_name": "qwen4exp"}):
+        with pytest.raises(TypeError, match="chat template is none of them"):
+            ParserManager.get_parser(**names, enable_auto_tools=True, tokenizer=tok)
 
 
 def test_prompt_ids_are_qwen4exps_streamed_and_not(family):

@@ -227,9 +227,28 @@ class Qwen4ExpRenderer(BaseRenderer):
         kwargs = dict(params.chat_template_kwargs or {})
         if params.chat_template is not None:  # the request's own, or the server's --chat-template
             kwargs["chat_template"] = params.chat_template
-        chat, ids = render_request(tok, messages, kwargs)
+        source = messages
+        if tok.qwen4exp_tokenizer.chat_format == TEMPLATE_FORMAT and params.chat_template is None:
+            source = self._vllm_conversation(tok, messages, params)
+        chat, ids = render_request(tok, source, kwargs)
         # The prompt text is for logs and return_prompt_text only: vLLM uses the ids.
         return _conversation(messages), {"prompt_token_ids": ids, "prompt": chat.text}
+
+    def _vllm_conversation(self, tok, messages: list, params) -> list:
+        """The messages as vLLM's `hf` renderer hands a model folder's own
+        template (its parse_chat_messages: content as a string or text parts
+        by the template's content format, tool-call arguments as dicts,
+        `reasoning` also as `reasoning_content`); media parts were refused
+        before. The values stay the caller's: the template renders them as DATA."""
+        try:
+            from vllm.renderers.chat_utils import parse_chat_messages
+        except ImportError:  # another vLLM: template_arguments converts them itself
+            return messages
+        given = params.chat_template_content_format
+        content_format = given if given in ("string", "openai") else (
+            "openai" if _reads_content_parts(tok.qwen4exp_tokenizer.core.template.template) else "string")
+        conversation, _, _ = parse_chat_messages(messages, self.model_config, content_format=content_format)
+        return conversation
 
     def _media_refusal(self, i: int, j: int, kind: Any) -> VLLMValidationError:
         """The HTTP 400 for a media part, before any media is fetched. A
