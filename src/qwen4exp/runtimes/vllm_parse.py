@@ -193,7 +193,8 @@ class Qwen4ExpParser(Parser):
 
     def _noted(self, message: dict) -> None:
         """Log the ids of the model's padded rows the reply had (they spell nothing)."""
-        notes = message.get("notes")
+        # Only the padded rows' notes have an id (a re-render note has none).
+        notes = [n for n in message.get("notes") or () if "id" in n]
         if notes:
             logger.info("qwen4exp: the reply has %d id(s) of the model's padded embedding rows (past the "
                         "tokenizer's %d ids, e.g. %d); they spell nothing", len(notes),
