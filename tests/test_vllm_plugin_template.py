@@ -128,3 +128,43 @@ def test_startup_check_refuses_the_qwen4exp_parsers_for_a_template_folder(folder
     assert parser_flags_problem("llama3_json", None, True, "qwen4exp", "template") is None
     monkeypatch.setenv(CHAT_FORMAT_ENV, "qwen3")  # the operator names the format the folder speaks
     assert folder_chat_format(folder) == "qwen3"
+
+
+def test_atoms_the_post_processor_adds_as_transformers(folder, tmp_path):
+    """A tokenizer.json whose post-processor adds a BOS (Llama 3's
+    TemplateProcessing, in a Sequence after ByteLevel): a raw prompt gets it
+    with add_special_tokens, as transformers' encode gives, cut to max_length
+    with the BOS kept; Qwen's ByteLevel-only post-processor adds nothing."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    bos = "<|endoftext|>"
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    bos_id = next(t["id"] for t in spec["added_tokens"] if t["content"] == bos)
+    spec["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}]}
+    other = tmp_path / "bos"
+    other.mkdir()
+    for name in ("tokenizer_config.json", "config.json", "generation_config.json"):
+        shutil.copy(os.path.join(folder, name), other / name)
+    with open(other / "tokenizer.json", "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    for path, adds in ((str(other), 1), (folder, 0)):
+        plugin, hf = Qwen4ExpTokenizer.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+        assert plugin.num_special_tokens_to_add() == adds == hf.num_special_tokens_to_add()
+        text = "Hello world, a raw prompt"
+        for add in (True, False):
+            assert plugin.encode(text, add_special_tokens=add) == hf.encode(text, add_special_tokens=add)
+            assert plugin(text, add_special_tokens=add)["input_ids"] == hf(text, add_special_tokens=add)["input_ids"]
+            for side in ("left", "right"):
+                plugin._truncation_side = hf.truncation_side = side
+                assert plugin.encode(text, truncation=True, max_length=4, add_special_tokens=add) == \
+                    hf.encode(text, truncation=True, max_length=4, add_special_tokens=add), (path, add, side)

@@ -34,7 +34,8 @@ from typing import Any
 import qwen4exp
 from qwen4exp.encode.core import TEMPLATE_FORMAT
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError
-from qwen4exp.vocab.pretrained import read_folder_json
+from qwen4exp.vocab.loading import TOKENIZER_JSON_LIMIT
+from qwen4exp.vocab.pretrained import read_folder_file, read_folder_json
 from qwen4exp.render.segments import SegmentBuilder
 
 __all__ = ["MODE", "TRUSTED_PROMPTS_MODE", "register", "Qwen4ExpTokenizer"]
@@ -170,6 +171,47 @@ def folder_chat_format(folder: Any) -> str | None:
         return None
 
 
+def _added_specials(folder: str, atoms: dict[str, int]) -> tuple[list[int], list[int]]:
+    """(prefix, suffix) atom ids tokenizer.json's post-processor adds around
+    one text when special tokens are added (a TemplateProcessing's `single`,
+    alone or in a Sequence, as Llama 3's BOS; RobertaProcessing's cls and
+    sep); none for any other post-processor (Qwen's is ByteLevel only)."""
+    import json
+
+    raw = read_folder_file(os.path.join(folder, "tokenizer.json"), "tokenizer.json", TOKENIZER_JSON_LIMIT)
+    try:
+        post = json.loads(raw or b"{}").get("post_processor")
+    except (ValueError, AttributeError):
+        return [], []  # loading the tokenizer has read it: not reached
+    steps = post.get("processors", ()) if isinstance(post, dict) and post.get("type") == "Sequence" else [post]
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        if step.get("type") == "RobertaProcessing":
+            cls, sep = step.get("cls"), step.get("sep")
+            if isinstance(cls, list) and isinstance(sep, list) and cls[0] in atoms and sep[0] in atoms:
+                return [atoms[cls[0]]], [atoms[sep[0]]]
+        if step.get("type") != "TemplateProcessing" or not isinstance(step.get("single"), list):
+            continue
+        prefix: list[int] = []
+        suffix: list[int] = []
+        side = prefix
+        for piece in step["single"]:
+            if not isinstance(piece, dict):
+                return [], []
+            if "Sequence" in piece:
+                side = suffix
+            else:
+                name = str((piece.get("SpecialToken") or {}).get("id"))
+                spec = (step.get("special_tokens") or {}).get(name) or {}
+                ids: list[Any] = spec["ids"] if isinstance(spec.get("ids"), list) else [atoms.get(name)]
+                if any(not isinstance(i, int) for i in ids):
+                    return [], []
+                side.extend(ids)
+        return prefix, suffix
+    return [], []
+
+
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
     """The atom ids `decode(skip_special=True)` drops (tokenizer.json's special ones)."""
     return sorted(i for i in tok.atoms.values() if not tok.decode_bytes([i], skip_special=True))
@@ -212,7 +254,8 @@ class Qwen4ExpTokenizer:
     vocab_files_names = {"vocab_file": "qwen.tiktoken"}
 
     def __init__(self, tok: qwen4exp.Tokenizer, *, name_or_path: str = "", config: dict | None = None,
-                 truncation_side: str = "left") -> None:
+                 truncation_side: str = "left",
+                 added_specials: tuple[list[int], list[int]] = ([], [])) -> None:
         self.qwen4exp_tokenizer = tok
         self.name_or_path = name_or_path
         self._truncation_side = truncation_side
@@ -237,6 +280,8 @@ class Qwen4ExpTokenizer:
         spellings = sorted(self._atoms, key=len, reverse=True)
         self._atom_pattern = re.compile("(" + "|".join(map(re.escape, spellings)) + ")")
         self._max_chars: int | None = None
+        # Atoms tokenizer.json's post-processor adds to one text (add_special_tokens=True).
+        self._prefix, self._suffix = added_specials
 
     # -- construction ----------------------------------------------------------
 
@@ -257,12 +302,13 @@ class Qwen4ExpTokenizer:
         tok = qwen4exp.Tokenizer.from_pretrained(folder, chat_format=chat_format)
         config = read_folder_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
         return cls(tok, name_or_path=str(path_or_repo_id), config=config,
-                   truncation_side=kwargs.get("truncation_side", "left"))
+                   truncation_side=kwargs.get("truncation_side", "left"),
+                   added_specials=_added_specials(folder, dict(tok.atoms)))
 
     # -- vocabulary ------------------------------------------------------------
 
     def num_special_tokens_to_add(self) -> int:
-        return 0  # Qwen adds no BOS/EOS to plain text
+        return len(self._prefix) + len(self._suffix)  # Qwen: none; Llama 3: its BOS
 
     @property
     def all_special_tokens(self) -> list[str]:
@@ -358,7 +404,12 @@ class Qwen4ExpTokenizer:
 
     def encode(self, text: str, truncation: bool | None = None, max_length: int | None = None,
                add_special_tokens: bool = True) -> list[int]:
-        return self._truncate(self._encode_text(text), truncation, max_length)
+        ids = self._encode_text(text)
+        if not (add_special_tokens and (self._prefix or self._suffix)):
+            return self._truncate(ids, truncation, max_length)
+        # As transformers: the text is cut to leave room for the added atoms.
+        room = None if max_length is None else max(0, max_length - self.num_special_tokens_to_add())
+        return [*self._prefix, *self._truncate(ids, truncation, room), *self._suffix]
 
     def __call__(self, text: str | list[str], text_pair: str | None = None, add_special_tokens: bool = True,
                  truncation: bool = False, max_length: int | None = None, **kwargs) -> _Encoding:
@@ -367,9 +418,9 @@ class Qwen4ExpTokenizer:
         if kwargs.get("return_offsets_mapping"):
             raise ValueError("qwen4exp tokenizer: return_offsets_mapping is not supported")
         if isinstance(text, str):
-            ids = self.encode(text, truncation, max_length)
+            ids = self.encode(text, truncation, max_length, add_special_tokens)
             return _Encoding(input_ids=ids, attention_mask=[1] * len(ids))
-        batch = [self.encode(t, truncation, max_length) for t in text]
+        batch = [self.encode(t, truncation, max_length, add_special_tokens) for t in text]
         return _Encoding(input_ids=batch, attention_mask=[[1] * len(ids) for ids in batch])
 
     def apply_chat_template(self, messages: list, tools: list[dict[str, Any]] | None = None,
