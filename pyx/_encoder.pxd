@@ -22,7 +22,8 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t cache_size  # pieces per worker cache (Tokenizer(cache_size=))
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
-    cdef unsigned char letters  # letter-run class of the pattern (see _pretokenize)
+    cdef unsigned char letters  # letter-run class of the pattern, and DIGIT_RUNS (see _pretokenize)
+    cdef bint nfc               # DATA is NFC-normalized first (False: the file has no normalizer)
     # The shared cache (pyx/_seed.pyx builds it, prefilled with the token
     # spellings): every worker asks it after its own cache and adds to it only
     # through publish_short; empty when cache_size is 0.
@@ -49,6 +50,8 @@ cdef class NativeTokenizer:
     cdef Worker *take_worker(self) noexcept
     cdef void release(self, Worker *w) noexcept
     cdef int encode_pieces(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
+    cdef int encode_chunk(self, Worker *w, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
+                          const Py_ssize_t *ends, Py_ssize_t k, IdVec *out) noexcept nogil
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil
     cdef int encode_stream(self, Worker *w, const uint8_t *data, Py_ssize_t n, const int64_t *starts,
                            const int64_t *ends, const int8_t *kinds, Py_ssize_t first, Py_ssize_t m,

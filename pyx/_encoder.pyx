@@ -39,7 +39,7 @@ from qwen4exp._native._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNO
 from qwen4exp._native._faults import InitFault
 from qwen4exp._native._geometry cimport GeoError, check_geometry
 from qwen4exp._native._normalize cimport utf8_nfc, utf8_stable_at
-from qwen4exp._native._pretokenize cimport piece_ends
+from qwen4exp._native._pretokenize cimport piece_ends, DIGIT_RUNS
 from qwen4exp._native._parts cimport split_points
 from qwen4exp._native._unicode cimport Q4_L, Q4_M
 from qwen4exp._native._pylist cimport IdInts, idvec_to_list, fill_items
@@ -120,11 +120,17 @@ cdef class NativeTokenizer:
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
                  Py_ssize_t cache_size=65536, *, bint marks=False, bint ignore_merges=False,
                  int encode_threads=0,
-                 self_encoding=None):
+                 self_encoding=None, bint missing_bytes=False, bint digit_runs=False, bint nfc=True):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
         self_encoding: None, or uint8 per token, 1 where merging the token's own
         bytes gives that token (the compiled vocabulary's flags): the shared cache then
-        takes those tokens as they are instead of merging each one."""
+        takes those tokens as they are instead of merging each one.
+        missing_bytes: bytes without a token of their own are allowed (a byte
+        no valid UTF-8 holds, or one the file's BPE drops): they stand for the
+        first single-byte token here, and the caller (qwen4exp.vocab.pipeline)
+        removes them from every piece before BPE, as tokenizers drops them.
+        digit_runs: Llama 3's pattern (numbers in runs of up to 3, see
+        _pretokenize.pxd); nfc: False for a file without a normalizer."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -144,16 +150,23 @@ cdef class NativeTokenizer:
             raise ValueError("cache_size must be from 0 to 2**30")
         self.cache_size = cache_size
         self.encode_threads = encode_threads if encode_threads > 0 else _CPUS
-        self.letters = (Q4_L | Q4_M) if marks else Q4_L
+        self.letters = ((Q4_L | Q4_M) if marks else Q4_L) | (DIGIT_RUNS if digit_runs else 0)
+        self.nfc = nfc
         self.n_vocab = to.shape[0] - 1
         for i in range(256):
             byte_ids[i] = -1
         for i in range(self.n_vocab):
             if to[i + 1] - to[i] == 1:
                 byte_ids[tb[to[i]]] = <int32_t> i
+        j = -1
+        for i in range(256):
+            if byte_ids[i] >= 0 and j < 0:
+                j = byte_ids[i]
         for i in range(256):
             if byte_ids[i] < 0:
-                raise InitFault(RC_NO_BYTE_TOKEN, i)
+                if not missing_bytes or j < 0:
+                    raise InitFault(RC_NO_BYTE_TOKEN, i)
+                byte_ids[i] = <int32_t> j
         fill_fixed_homes(self.fixed_homes, byte_ids)
         self._keep = (tb, to)
         self._id_ints = shared_id_ints(max(self.n_vocab, max(ai) + 1 if ai.shape[0] else 0))
@@ -257,6 +270,21 @@ cdef class NativeTokenizer:
         turn of a piece found there is a copy of its ids. The others take
         encode_slow."""
         cdef Py_ssize_t ends[CHUNK]
+        cdef Py_ssize_t pos = 0, k
+        cdef int rc
+        while pos < n:
+            k = piece_ends(s, n, pos, self.letters, ends, CHUNK)
+            rc = self.encode_chunk(w, s, n, pos, ends, k, out)
+            if rc != RC_OK:
+                return rc
+            pos = ends[k - 1]
+        return RC_OK
+
+    cdef int encode_chunk(self, Worker *w, const uint8_t *s, Py_ssize_t n, Py_ssize_t pos,
+                          const Py_ssize_t *ends, Py_ssize_t k, IdVec *out) noexcept nogil:
+        """encode_pieces' work on one chunk: the k pieces s[pos:ends[0]],
+        s[ends[0]:ends[1]], ... (k <= CHUNK), whoever found their ends (the
+        Qwen scanner, or a generic pre-tokenizer through encode_split)."""
         cdef uint64_t key0[CHUNK]
         cdef uint64_t key1[CHUNK]
         cdef const void *homes[CHUNK + AHEAD]
@@ -264,58 +292,54 @@ cdef class NativeTokenizer:
         cdef uint64_t hashes[CHUNK]
         cdef const PieceCache *sd = w.seed
         cdef PieceCache *c = &w.cache
-        cdef Py_ssize_t pos = 0, start, i, j, k, got, resets
+        cdef Py_ssize_t start, i, j, got, resets
         cdef const ShortSlot *f
         cdef int32_t *dst
-        while pos < n:
-            k = piece_ends(s, n, pos, self.letters, ends, CHUNK)
-            # Ids never outnumber bytes; 4 spare for the 16-byte copy of a hit.
-            if idvec_reserve(out, ends[k - 1] - pos + 4) < 0:
-                return RC_NO_MEMORY
-            dst = out.data + out.len
-            if sd == NULL:  # no caching: every piece merged (bpe_merge takes one byte as it is)
-                start = pos
-                for i in range(k):
-                    got = bpe_merge(&self.model, w, s + start, ends[i] - start, dst)
-                    if got < 0:
-                        out.len = dst - out.data
-                        return RC_NO_MEMORY
-                    dst += got
-                    start = ends[i]
-                out.len = dst - out.data
-                pos = ends[k - 1]
-                continue
-            if c.want_grow:  # it filled up during the chunk before: no slot found ahead is held now
-                cache_grow(c)
-            hash_chunk(c, self.fixed_homes, s, n, pos, ends, k, key0, key1, hashes, homes)
-            for j in range(min(k, LEAD)):
-                found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
-            resets = c.resets
+        # Ids never outnumber bytes; 4 spare for the 16-byte copy of a hit.
+        if idvec_reserve(out, ends[k - 1] - pos + 4) < 0:
+            return RC_NO_MEMORY
+        dst = out.data + out.len
+        if sd == NULL:  # no caching: every piece merged (bpe_merge takes one byte as it is)
+            start = pos
             for i in range(k):
-                q4_pc_prefetch(homes[i + AHEAD])
-                j = i + LEAD
-                if j < k:
-                    found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
-                f = found[i]
-                if f != NULL:
-                    memcpy(dst, f.ids, 4 * sizeof(int32_t))  # the 3 inline ids and n: one load
-                    if f.n > IDS_INLINE:
-                        copy_ids(dst, c.spill + f.ids[0], f.n)
-                    dst += f.n
-                    continue
-                start = ends[i - 1] if i else pos
-                got = encode_slow(&self.model, w, s + start, ends[i] - start, key0[i], key1[i], hashes[i],
-                                  homes[i], dst)
+                got = bpe_merge(&self.model, w, s + start, ends[i] - start, dst)
                 if got < 0:
                     out.len = dst - out.data
                     return RC_NO_MEMORY
                 dst += got
-                if c.resets != resets:  # the worker's cache was emptied: the slots found ahead are gone
-                    resets = c.resets
-                    for j in range(i + 1, min(k, i + 1 + LEAD)):
-                        found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+                start = ends[i]
             out.len = dst - out.data
-            pos = ends[k - 1]
+            return RC_OK
+        if c.want_grow:  # it filled up during the chunk before: no slot found ahead is held now
+            cache_grow(c)
+        hash_chunk(c, self.fixed_homes, s, n, pos, ends, k, key0, key1, hashes, homes)
+        for j in range(min(k, LEAD)):
+            found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+        resets = c.resets
+        for i in range(k):
+            q4_pc_prefetch(homes[i + AHEAD])
+            j = i + LEAD
+            if j < k:
+                found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+            f = found[i]
+            if f != NULL:
+                memcpy(dst, f.ids, 4 * sizeof(int32_t))  # the 3 inline ids and n: one load
+                if f.n > IDS_INLINE:
+                    copy_ids(dst, c.spill + f.ids[0], f.n)
+                dst += f.n
+                continue
+            start = ends[i - 1] if i else pos
+            got = encode_slow(&self.model, w, s + start, ends[i] - start, key0[i], key1[i], hashes[i],
+                              homes[i], dst)
+            if got < 0:
+                out.len = dst - out.data
+                return RC_NO_MEMORY
+            dst += got
+            if c.resets != resets:  # the worker's cache was emptied: the slots found ahead are gone
+                resets = c.resets
+                for j in range(i + 1, min(k, i + 1 + LEAD)):
+                    found[j] = look_home(sd, homes[j], key0[j], key1[j], hashes[j])
+        out.len = dst - out.data
         return RC_OK
 
     cdef int encode_data(self, Worker *w, const uint8_t *s, Py_ssize_t n, IdVec *out) noexcept nogil:
@@ -323,6 +347,8 @@ cdef class NativeTokenizer:
         cdef unsigned char *normal = NULL
         cdef Py_ssize_t m, k
         cdef int rc
+        if not self.nfc:
+            return self.encode_pieces(w, s, n, out)
         for k in range(0, min(n, TEXT_AHEAD), 64):  # all at once: NFC's first pass would meet them one miss at a time
             q4_pc_prefetch(s + k)
         m = utf8_nfc(s, n, &normal)
@@ -416,7 +442,10 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t n, m
         cdef const uint8_t *s = <const uint8_t *> PyUnicode_AsUTF8AndSize(text, &n)
         cdef unsigned char *normal = NULL
-        cdef list out = self.encode_cut(s, n, STREAM_PART)
+        cdef list out
+        if not self.nfc:
+            return self.encode_cut(s, n, STREAM_NFC)
+        out = self.encode_cut(s, n, STREAM_PART)
         if out is not None:
             return out
         self.parts_redone += 1
@@ -526,6 +555,60 @@ cdef class NativeTokenizer:
                 raise MemoryError("out of memory while tokenizing")
             return out.len
         finally:
+            idvec_free(&out)
+
+    def encode_split(self, bytes data, const int64_t[::1] ends, const int64_t[::1] groups):
+        """Ids of pieces a generic pre-tokenizer found (qwen4exp.vocab.pipeline): the
+        pieces data[0:ends[0]], data[ends[0]:ends[1]], ... (increasing, each
+        non-empty, the last one ending the data), merged through the caches
+        as encode's are. `groups`: increasing piece counts; after that many
+        pieces, the ids so far are recorded. Returns (int32 ids, int64 ids
+        so far at each group)."""
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), count = ends.shape[0], g = groups.shape[0]
+        cdef const uint8_t *s = <const uint8_t *> PyBytes_AS_STRING(data)
+        cdef Py_ssize_t chunk[CHUNK]
+        cdef Py_ssize_t i, k, pos = 0, gi = 0, prev = 0
+        cdef IdVec out
+        cdef Worker *w
+        cdef int rc = RC_OK
+        for i in range(count):
+            if ends[i] <= prev or ends[i] > n:
+                raise ValueError("encode_split: piece ends must increase within the data")
+            prev = ends[i]
+        if prev != n:
+            raise ValueError("encode_split: the last piece must end the data")
+        prev = 0
+        for i in range(g):
+            if groups[i] < prev or groups[i] > count:
+                raise ValueError("encode_split: groups must be increasing piece counts")
+            prev = groups[i]
+        marks = np.empty(g, dtype=np.int64)
+        cdef int64_t[::1] mv = marks
+        w = self.acquire()
+        memset(&out, 0, sizeof(IdVec))
+        try:
+            with nogil:
+                i = 0
+                while i < count and rc == RC_OK:
+                    while gi < g and groups[gi] == i:
+                        mv[gi] = out.len
+                        gi += 1
+                    # a chunk stops at the next group mark so that each mark sees its ids
+                    k = min(CHUNK, count - i)
+                    if gi < g and groups[gi] - i < k:
+                        k = groups[gi] - i
+                    for pos in range(k):
+                        chunk[pos] = ends[i + pos]
+                    rc = self.encode_chunk(w, s, n, ends[i - 1] if i else 0, chunk, k, &out)
+                    i += k
+                while gi < g:
+                    mv[gi] = out.len
+                    gi += 1
+            if rc != RC_OK:
+                raise MemoryError("out of memory while tokenizing")
+            return idvec_to_array(&out), marks
+        finally:
+            self.release(w)
             idvec_free(&out)
 
     def encode_segments(self, bytes data, const int64_t[::1] starts, const int64_t[::1] ends,

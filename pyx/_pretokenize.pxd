@@ -41,6 +41,11 @@ cdef extern from * nogil:
     unsigned char class_at "q4_class_at" (const unsigned char *s, Py_ssize_t i, Py_ssize_t *next_i)
 
 
+# A flag bit of `letters` (no character class has it): numbers in runs of up
+# to three (Llama 3's `\p{N}{1,3}`, otherwise the Qwen3 pattern) instead of one.
+cdef enum:
+    DIGIT_RUNS = 64
+
 # The Qwen pre-tokenizers as one hand-written scanner over valid UTF-8. Qwen3:
 # (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 # Qwen3.5 puts \p{M} beside \p{L} in the letter run and outside the "other" run.

@@ -104,6 +104,25 @@ cdef inline Py_ssize_t spaces_end(const unsigned char *s, Py_ssize_t n, Py_ssize
     return last_start
 
 
+cdef inline Py_ssize_t digits_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t j,
+                                   unsigned char letters) noexcept nogil:
+    """End of the number piece whose first character ends at j: that one
+    character (`\\p{N}`), or with DIGIT_RUNS in `letters` up to two more
+    (Llama 3's `\\p{N}{1,3}`)."""
+    cdef Py_ssize_t nj, more = 2 if letters & DIGIT_RUNS else 0
+    while more > 0 and j < n:
+        if s[j] < 0x80:
+            if not (q4_byte_class[s[j]] & Q4_N):
+                break
+            j += 1
+        else:
+            if not (class_hi(s, j, &nj) & Q4_N):
+                break
+            j = nj
+        more -= 1
+    return j
+
+
 cdef inline bint is_ci(unsigned char b, unsigned char lower) noexcept nogil:
     return (b | 0x20) == lower
 
@@ -141,7 +160,7 @@ cdef Py_ssize_t any_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
         if class_at(s, i1, &nj) & letters:
             return letters_end(s, n, nj, letters)
     if c0 & Q4_N:
-        return i1
+        return digits_end(s, n, i1, letters)
     j = i
     if s[i] == c' ' and i1 < n and not (class_at(s, i1, &nj) & not_other):
         j = i1
@@ -159,14 +178,14 @@ cdef inline Py_ssize_t next_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t
     cdef Py_ssize_t r, j
     if c & Q4_L:                      # [a-zA-Z]: a letter run
         return letters_end(s, n, i + 1, letters)
-    if c & Q4_N:                      # a digit is a piece
-        return i + 1
+    if c & Q4_N:                      # a digit is a piece (Llama 3: up to 3 digits)
+        return digits_end(s, n, i + 1, letters)
     if c & Q4_HI:                     # another script: a word, a digit, punctuation
         c = class_hi(s, i, &j)
         if c & letters:
             return letters_end(s, n, j, letters)
         if c & Q4_N:
-            return j
+            return digits_end(s, n, j, letters)
         if not (c & (letters | NOT_OTHER)):
             if j < n and class_at(s, j, &r) & letters:     # "«слово": a prefix
                 return letters_end(s, n, r, letters)
@@ -317,7 +336,8 @@ cdef inline uint64_t below(Py_ssize_t q) noexcept nogil:
     return ((<uint64_t> 1) << q) - 1
 
 
-cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize_t base) noexcept nogil:
+cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize_t base,
+                                  bint digit_runs) noexcept nogil:
     """The pre-tokens that start in the 64 bytes from s[base], a piece start
     whose byte is ASCII, as a bit mask: bit x set iff a piece starts at
     s[base + x]; only bits of positions the masks prove are set (none at or
@@ -326,7 +346,8 @@ cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize
     In ASCII text whether a piece starts at x depends on its neighbours only
     (bits shifted in at position 0 are as if a digit came before the block,
     which ends every piece, as the block's start does):
-    * a digit: always (alternative 3);
+    * a digit: always (alternative 3); with digit_runs (Llama 3's \\p{N}{1,3}),
+      the first of a run and every third after it;
     * an "other" byte: unless the byte before is "other" (the run goes on) or
       U+0020 (alternative 4 takes the space along);
     * a letter: when the byte before is a digit, CR/LF, or an "other" byte that
@@ -339,7 +360,7 @@ cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize
     cdef q4_block m
     cdef Py_ssize_t lim = classify_block(s, n, base, &m), cut, e, c, y
     cdef uint64_t last, nonspace, absorbed, spaces, plain, after_cr, landing, bad
-    cdef uint64_t other_starts, starts, cands
+    cdef uint64_t other_starts, starts, cands, digit_starts
     # a whitespace run that reaches lim may go on: nothing in it is proven
     cut = lim
     last = (<uint64_t> 1) << (lim - 1)
@@ -360,7 +381,20 @@ cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize
             c = 63 - q4_clz64(after_cr & below(q4_ctz64(bad)))
             cut = c if c < cut else cut
     other_starts = m.other & ~(m.other << 1) & ~(m.blank << 1)
-    starts = (m.digit | other_starts
+    digit_starts = m.digit
+    if digit_runs:
+        # a run's groups of three from its first digit; a run at bit 0 starts
+        # there (the block starts at a piece start)
+        digit_starts = 0
+        cands = m.digit & ~(m.digit << 1)
+        while cands:
+            y = q4_ctz64(cands)
+            cands &= cands - 1
+            e = y + q4_ctz64(~(m.digit >> y))  # the run's end (bit 63 is never a digit)
+            while y < e:
+                digit_starts |= (<uint64_t> 1) << y
+                y += 3
+    starts = (digit_starts | other_starts
               | (m.letter & ~((m.letter | (m.space & ~m.crlf) | other_starts) << 1))
               | (spaces & ~(spaces << 1)) | after_cr | (plain & ~(spaces >> 1)))
     # contractions: the letter right after one starts a piece
@@ -405,7 +439,7 @@ cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, u
         # ASCII text: every piece a block proves; the block after starts at
         # the last of them, whose end it could not see.
         if ascii_ahead(s, n, i):
-            starts = block_starts(s, n, i) & ~(<uint64_t> 1)
+            starts = block_starts(s, n, i, letters & DIGIT_RUNS) & ~(<uint64_t> 1)
             if starts:
                 last = i + 63 - q4_clz64(starts)
                 while starts:
@@ -453,15 +487,16 @@ cdef const unsigned char *hook_input(str text, Py_ssize_t cap, Py_ssize_t *n) ex
     return <const unsigned char *> PyUnicode_AsUTF8AndSize(text, n)
 
 
-def ends(str text, bint marks=False, Py_ssize_t cap=64):
+def ends(str text, bint marks=False, Py_ssize_t cap=64, bint digit_runs=False):
     """Test hook: the end offsets in the UTF-8 of `text` (no normalization) of
     its pre-tokens, as an int64 numpy array, found by piece_ends `cap` at a
-    time (cap 0: piece_end one at a time); `marks` selects the Qwen3.5 pattern."""
+    time (cap 0: piece_end one at a time); `marks` selects the Qwen3.5 pattern,
+    `digit_runs` Llama 3's (numbers in runs of up to 3)."""
     import numpy
 
     cdef Py_ssize_t n, count
     cdef const unsigned char *s = hook_input(text, cap, &n)
-    cdef unsigned char letters = (Q4_L | Q4_M) if marks else Q4_L
+    cdef unsigned char letters = ((Q4_L | Q4_M) if marks else Q4_L) | (DIGIT_RUNS if digit_runs else 0)
     out = numpy.empty(max(n, 1), dtype=numpy.int64)
     cdef int64_t[::1] view = out
     with nogil:
@@ -469,12 +504,12 @@ def ends(str text, bint marks=False, Py_ssize_t cap=64):
     return out[:count]
 
 
-def split(str text, bint marks=False, Py_ssize_t cap=7):
+def split(str text, bint marks=False, Py_ssize_t cap=7, bint digit_runs=False):
     """Test hook: the pre-tokens of `text` as str pieces (see ends(); the small
     default cap puts chunk boundaries everywhere)."""
     data = text.encode("utf-8")
     pieces, start = [], 0
-    for end in ends(text, marks, cap).tolist():
+    for end in ends(text, marks, cap, digit_runs).tolist():
         pieces.append(data[start:end].decode("utf-8"))
         start = end
     return pieces

@@ -58,21 +58,33 @@ TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 _BUILT_IN = tuple(_formats.chat_format(name) for name in _formats.chat_formats())
 
 
-def _template_file(fmt, training: bool) -> str:
+def _template_file(fmt, training: bool) -> str | None:
     """The file of the format's official template (or its training variant): the
     one whose fingerprint the descriptor lists with no implied options."""
     for path in sorted(TEMPLATES.glob("*.jinja")):
         if path.stem.endswith("_training") == training and \
                 fmt.templates.get(_formats.template_digest(path.read_text(encoding="utf-8"))) == {}:
             return path.name
-    raise AssertionError(f"no {'training ' if training else ''}template of {fmt.name} under {TEMPLATES}")
+    if training:  # not every format has one published (qwen3-coder has none)
+        return None
+    raise AssertionError(f"no template of {fmt.name} under {TEMPLATES}")
 
 
-#: Each format's official template, and its training variant ({% generation %} blocks).
+#: Each format's official template, and its training variant ({% generation %} blocks) where one exists.
 TEMPLATE_FILES = {fmt.name: _template_file(fmt, False) for fmt in _BUILT_IN}
-TRAINING_FILES = {fmt.name: _template_file(fmt, True) for fmt in _BUILT_IN}
+TRAINING_FILES = {fmt.name: f for fmt in _BUILT_IN if (f := _template_file(fmt, True)) is not None}
 FORMATS = tuple(TEMPLATE_FILES)
 XML_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.tool_calls == "xml")
+#: The formats without a thinking mode (a reasoning_content is not written).
+NO_THINKING = tuple(fmt.name for fmt in _BUILT_IN if "enable_thinking" not in fmt.options)
+#: The Qwen3.5 template family (qwen3.5 / 3.6 / 3.8): media parts, a required user query, thinking.
+QWEN35_FAMILY = tuple(fmt.name for fmt in _BUILT_IN if fmt.media)
+#: The formats that refuse media parts.
+NO_MEDIA = tuple(fmt.name for fmt in _BUILT_IN if not fmt.media)
+#: The formats whose tools block describes each tool in XML (`<name>`, `<KEY>VALUE</KEY>`), not JSON.
+XML_SCHEMA_FORMATS = tuple(fmt.name for fmt in _BUILT_IN if fmt.rules.tool_schema is not None)
+#: The keys Qwen3-Coder's template reads from a tool schema: its structure, not caller text.
+SCHEMA_KEYS = frozenset({"type", "function", "name", "description", "parameters", "properties"})
 #: The vocabulary each format's models use.
 VOCAB_OF = {fmt.name: fmt.vocabulary for fmt in _BUILT_IN}
 OPTIONS = ("enable_thinking", "preserve_thinking", "reasoning_effort", "add_vision_id")
@@ -243,7 +255,19 @@ def caller_strings(request: dict, fmt: str) -> list[str]:
             else:
                 out.extend(json_call_strings(fn))
     out.extend(tools_strings(request.get("tools")))
+    if fmt in XML_SCHEMA_FORMATS:  # each key may be written as a tag: <KEY>...</KEY>
+        out.extend(f"<{k}></{k}>" for k in _json_keys(request.get("tools")))
     return out
+
+
+def _json_keys(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _json_keys(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _json_keys(v)
 
 
 def has_atom(request: dict, fmt: str) -> bool:
@@ -263,13 +287,16 @@ def _map_json(value, fn, key_fn):
     return value
 
 
-def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
+def map_caller_strings(request: dict, fn, fmt: str, name_fn=None, tag_fn=None) -> dict:
     """A copy of the request (content lists joined) with fn applied to every
     caller string; `name_fn` to tool names and, in the XML formats, argument
     keys (the strings the template follows with ">"). JSON-string arguments
     stay strings: parsed, mapped and dumped again (qwen3's verbatim strings
-    are mapped inside their string literals only)."""
+    are mapped inside their string literals only). In the XML-schema formats
+    a tool schema's keys are written as tags (`tag_fn`), except those the
+    template reads (SCHEMA_KEYS), which stay."""
     name_fn = name_fn or fn
+    tag_fn = tag_fn or fn
     req = copy.deepcopy(request)
     for msg in req["messages"]:
         msg["content"] = _map_content(_join(msg.get("content")), fn)
@@ -288,7 +315,8 @@ def map_caller_strings(request: dict, fn, fmt: str, name_fn=None) -> dict:
             else:
                 f["arguments"] = _map_json(args, fn, key_fn)
     if req.get("tools"):
-        req["tools"] = [_map_json(t, fn, fn) for t in req["tools"]]
+        key_fn = (lambda k: k if k in SCHEMA_KEYS else tag_fn(k)) if fmt in XML_SCHEMA_FORMATS else fn
+        req["tools"] = [_map_json(t, fn, key_fn) for t in req["tools"]]
     return req
 
 
@@ -301,9 +329,15 @@ def _defuse_before_gt(s: str) -> str:
     return _defuse(s + ">")[:-1]
 
 
+def _defuse_tag(s: str) -> str:
+    """_defuse for a key written as the tags <KEY> and </KEY>."""
+    s = _defuse("<" + s + ">")[1:-1]
+    return _defuse("</" + s + ">")[2:-1]
+
+
 def harmless_twin(request: dict, fmt: str) -> dict:
     """The request with each atom spelling in caller text replaced by "z" * its length."""
-    return map_caller_strings(request, _defuse, fmt, _defuse_before_gt)
+    return map_caller_strings(request, _defuse, fmt, _defuse_before_gt, _defuse_tag)
 
 
 def _rotate_char(c: str) -> str:
@@ -355,13 +389,19 @@ def spans_in_text(data: bytes, msgs: list, fmt: str) -> list[tuple[int, int, int
     turns = list(zip(starts, starts[1:] + [len(data)]))
     has_system = msgs[0]["role"] == "system"
     system_turn = has_system and data.startswith(b"<|im_start|>system\n")
+    # qwen3-coder's template loops over the messages after the system message: a tool
+    # message first there opens no turn, and its block follows the system turn's "<|im_end|>\n"
+    after_system = fmt in XML_SCHEMA_FORMATS
+    headless_tool = 1 if after_system and has_system else 0
     headless = not has_system and data.startswith(b"<|im_start|>system\n")
     k = 1 if headless else 0
     spans = []
     i = 0
     if has_system:
         if system_turn:
-            spans.append((*turns[0], 0, "system"))
+            close = b"<|im_end|>\n"
+            end = data.index(close) + len(close) if after_system else turns[0][1]
+            spans.append((turns[0][0], end, 0, "system"))
             k = 1
         else:
             spans.append((0, 0, 0, "system"))
@@ -376,14 +416,16 @@ def spans_in_text(data: bytes, msgs: list, fmt: str) -> list[tuple[int, int, int
         j = i
         while j < len(msgs) and msgs[j]["role"] == "tool":
             j += 1
-        if i == 0 and fmt in XML_FORMATS:  # the block follows the header's turn, if any
+        skip = 1  # the first "\n<tool_response>" is inside the first block's span
+        if i == headless_tool and fmt in XML_FORMATS:  # the block follows the header's turn, if any
             close = b"<|im_end|>\n"
-            a = data.index(close) + len(close) - 1 if k else 0
+            a = data.index(close) + len(close) - (0 if after_system else 1) if k else 0
             b = turns[k - 1][1] if k else (starts[0] if starts else len(data))
+            skip = 0 if after_system else 1  # qwen3-coder's first block has no newline before it
         else:
             a, b = turns[k]
             k += 1
-        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][1:]
+        cuts = [m.start() for m in _NEXT_RESPONSE.finditer(data, a, b)][skip:]
         edges = [a, *cuts, b]
         assert len(edges) == j - i + 1
         spans += [(edges[t - i], edges[t - i + 1], t, "tool") for t in range(i, j)]

@@ -30,6 +30,7 @@ FORMAT_TEMPLATE = {
     "qwen3.5": "qwen3_5_think.jinja",
     "qwen3.6": "qwen3_6.jinja",
     "qwen3.8": "qwen3_8.jinja",
+    "qwen3-coder": "qwen3_coder.jinja",
 }
 QWEN36_FORMATS = ("qwen3.5", "qwen3.6", "qwen3.8")
 #: The model's embedding size per vocabulary (padded past the last id, as Qwen's are).

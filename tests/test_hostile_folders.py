@@ -177,6 +177,10 @@ def _guarded(call, folder: str):
         assert not blocked, "the loader blocked on a FIFO"
 
 
+# Hostile contents that are still well-formed text: as a chat_template.jinja, a template.
+TEMPLATE_TEXT = ("deep list", "deep object", "empty", "5,000-digit number")
+
+
 @pytest.mark.parametrize("name,kind", CASES)
 def test_hostile_folder_file(bases, tmp_path, monkeypatch, name, kind):
     monkeypatch.setenv("QWEN4EXP_CACHE", str(tmp_path / "cache"))
@@ -195,6 +199,19 @@ def test_hostile_folder_file(bases, tmp_path, monkeypatch, name, kind):
     else:
         CORPUS[kind](path, base)
 
+    if name == TEMPLATE_FILE and kind in TEMPLATE_TEXT:
+        # well-formed text is a template: rendered as it is, with provenance (chat_format
+        # "template"); what it renders, or the ChatFormatError it raises, never a raw error
+        tok = _guarded(lambda: qwen4exp.Tokenizer.from_pretrained(folder), folder)
+        assert tok.chat_format == "template"
+        try:
+            chat = tok.render_chat([{"role": "user", "content": "hi"}], add_generation_prompt=True)
+        except Qwen4ExpError:
+            pass
+        else:
+            assert len(tok.encode_chat(chat)) == tok.count_chat(chat)
+        assert _guarded(lambda: cli("count", "--text", "hi", "--tokenizer", folder), folder).returncode == 0
+        return
     if hf_only:  # a setting of transformers' tokenizer only: the others load the folder
         qwen4exp.Tokenizer.from_pretrained(folder)
         assert cli("count", "--text", "hi", "--tokenizer", folder).returncode == 0

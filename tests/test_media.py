@@ -34,8 +34,8 @@ from qwen4exp.render.media import (
     smart_resize,
 )
 
-MEDIA_FORMATS = ref.XML_FORMATS  # the formats whose templates render media
-TEXT_FORMATS = ("qwen3", "qwen3-2507")
+MEDIA_FORMATS = ref.QWEN35_FAMILY  # the formats whose templates render media
+TEXT_FORMATS = ref.NO_MEDIA
 
 
 def hf_smart_resize():

@@ -149,15 +149,24 @@ def test_from_file_and_directory(tmp_path, monkeypatch, tok):
     assert dict(b.atoms) == dict(tok.atoms)
 
 
-def test_from_file_rejects_other_pipelines(tmp_path):
+def test_from_file_other_pipelines(tmp_path):
+    """Another split pattern runs through the generic pre-tokenizer (ids as HF's,
+    tests/test_other_vocabularies.py); another model type is refused by name."""
     import json
+
+    from tokenizers import Tokenizer as HFTokenizer
 
     with open(TOKENIZER_JSON, encoding="utf-8") as f:
         raw = json.load(f)
     raw["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\w+"
+    raw["added_tokens"] = []
     p = tmp_path / "tokenizer.json"
     p.write_text(json.dumps(raw))
-    with pytest.raises(Qwen4ExpError, match="Qwen pattern"):
+    text = "other pattern: x_1 + y2 = 中文 ?"
+    assert qwen4exp.Tokenizer.from_file(p).encode(text) == HFTokenizer.from_file(str(p)).encode(text).ids
+    raw["model"]["type"] = "WordPiece"
+    p.write_text(json.dumps(raw))
+    with pytest.raises(Qwen4ExpError, match="WordPiece"):
         qwen4exp.Tokenizer.from_file(p)
     with pytest.raises(FileNotFoundError):
         qwen4exp.Tokenizer.from_file(tmp_path / "missing")

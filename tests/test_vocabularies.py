@@ -144,15 +144,21 @@ def test_tiny_file_matches_hf(tmp_path, monkeypatch):
             assert qwen4exp.Tokenizer.from_file(path).encode_batch(texts) == want
 
 
+# Other pipelines of byte-level BPE are not Qwen's, and load through the generic
+# pre-tokenizer (qwen4exp.vocab.pipeline; tests/test_other_vocabularies.py): ids as HF's.
+GENERIC = [
+    ("normalizer", {"type": "NFKC"}),
+    ("normalizer", None),
+    ("normalizer", {"type": "Sequence", "normalizers": [{"type": "NFC"}]}),
+    ("pattern", r"\w+|\s+"),
+    ("pattern", vc.QWEN35_PATTERN.replace(r"\p{M}", r"\p{Mn}")),
+    ("behavior", "Removed"),
+    ("add_prefix_space", True),
+    ("use_regex", True),
+]
 REFUSED = [
-    ("normalizer", {"type": "NFKC"}, "normalizer"),
-    ("normalizer", None, "normalizer"),
-    ("normalizer", {"type": "Sequence", "normalizers": [{"type": "NFC"}]}, "normalizer"),
-    ("pattern", r"\w+|\s+", "Qwen pattern"),
-    ("pattern", vc.QWEN35_PATTERN.replace(r"\p{M}", r"\p{Mn}"), "Qwen pattern"),
-    ("behavior", "Removed", "Qwen pattern"),
-    ("add_prefix_space", True, "Qwen pattern"),
-    ("use_regex", True, "Qwen pattern"),
+    ("normalizer", {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, "Replace"),
+    ("behavior", "Sideways", "behavior"),
     ("dropout", 0.1, "dropout"),
     ("unk_token", "a", "unk_token"),
     ("continuing_subword_prefix", "##", "continuing_subword_prefix"),
@@ -160,14 +166,13 @@ REFUSED = [
     ("byte_fallback", True, "byte_fallback"),
     ("fuse_unk", True, "fuse_unk"),
     ("ignore_merges", "yes", "ignore_merges"),
-    ("model_type", "WordPiece", "model.type"),
+    ("model_type", "WordPiece", "WordPiece"),
     ("decoder", {"type": "Metaspace"}, "decoder"),
     ("decoder", None, "decoder"),
 ]
 
 
-@pytest.mark.parametrize("what,value,match", REFUSED, ids=[f"{w}={v!r}"[:40] for w, v, _ in REFUSED])
-def test_from_file_refuses_other_pipelines(tmp_path, what, value, match):
+def _tiny_with(what, value):
     raw = tiny_tokenizer_json()
     split, byte_level = raw["pre_tokenizer"]["pretokenizers"]
     if what == "pattern":
@@ -182,6 +187,25 @@ def test_from_file_refuses_other_pipelines(tmp_path, what, value, match):
         raw[what] = value
     else:
         raw["model"][what] = value
+    return raw
+
+
+@pytest.mark.parametrize("what,value", GENERIC, ids=[f"{w}={v!r}"[:40] for w, v in GENERIC])
+def test_from_file_loads_other_pipelines(tmp_path, what, value):
+    from tokenizers import Tokenizer
+
+    raw = _tiny_with(what, value)
+    raw["added_tokens"] = []
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    texts = ["abc ab abcabc", "e\u0301abc\u0301 !\u0301!", "x\u0915\u093fab", "\ufb01 \u2126 AbC"]
+    want = [e.ids for e in Tokenizer.from_file(str(path)).encode_batch(texts, add_special_tokens=False)]
+    assert qwen4exp.Tokenizer.from_file(path).encode_batch(texts) == want
+
+
+@pytest.mark.parametrize("what,value,match", REFUSED, ids=[f"{w}={v!r}"[:40] for w, v, _ in REFUSED])
+def test_from_file_refuses_other_pipelines(tmp_path, what, value, match):
+    raw = _tiny_with(what, value)
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(raw), encoding="utf-8")
     with pytest.raises(Qwen4ExpError, match=match):

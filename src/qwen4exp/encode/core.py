@@ -91,8 +91,9 @@ class TokenizerCore:
             )
         cache_size = operator.index(cache_size)
         threads = thread_count(encode_threads, "encode_threads")
+        native_pattern = arrays.get("native_pattern", (1, 1))  # [digits a number piece, NFC]
         try:
-            self.native = NativeTokenizer(
+            native = NativeTokenizer(
                 arrays["token_bytes"],
                 arrays["token_offsets"],
                 arrays["merges"],
@@ -104,9 +105,15 @@ class TokenizerCore:
                 ignore_merges=bool(arrays["ignore_merges"][0]),
                 self_encoding=arrays.get("self_encoding"),
                 encode_threads=threads,
+                missing_bytes="pipeline" in arrays,
+                digit_runs=int(native_pattern[0]) == 3,
+                nfc=bool(native_pattern[1]),
             )
         except InitFault as fault:
             raise init_error(*fault.args) from None
+        #: the native core, behind the vocabulary's own pre-tokenizer when it is not
+        #: one the native scanner runs (qwen4exp.vocab.pipeline, encode/generic.py)
+        self.native = native if "pipeline" not in arrays else _generic_native(native, arrays["pipeline"])
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
         self.atoms = types.MappingProxyType(
@@ -312,6 +319,17 @@ def tokenizer_by_checksum(cls: type[_Tok], sha256: str, arrays: dict, cache_size
     if binding is not None:
         core.bind(*binding)
     return core.tokenizer(cls)
+
+
+def _generic_native(native: NativeTokenizer, pipeline: np.ndarray) -> Any:
+    """The native core behind a compiled vocabulary's own pre-tokenizer."""
+    from qwen4exp.encode.generic import GenericNative
+    from qwen4exp.vocab.pipeline import Pipeline
+
+    try:
+        return GenericNative(native, Pipeline.from_json(pipeline.tobytes()))
+    except (ValueError, TypeError, AttributeError) as exc:  # PipelineError is a ValueError
+        raise VocabularyError(f"a compiled vocabulary's pipeline is not usable ({str(exc)[:200]})") from None
 
 
 def thread_count(num_threads: int | None, name: str = "num_threads") -> int:

@@ -97,13 +97,16 @@ class Tokenizer:
     def from_file(
         cls, path: str | os.PathLike, *, cache_size: int = CACHE_SIZE_DEFAULT, encode_threads: int | None = None
     ) -> "Tokenizer":
-        """Load a Qwen-family tokenizer.json, or a directory that holds one.
+        """Load a byte-level BPE tokenizer.json (Qwen's, or another model's:
+        GPT-2, Llama 3, DeepSeek...; docs/FORMAT.md, "Other vocabularies"),
+        or a directory that holds one.
 
         The compiled form is cached under $QWEN4EXP_CACHE (default
         ~/.cache/qwen4exp), keyed by the file's SHA-256. FileNotFoundError
         when there is none, OSError when it cannot be read, Qwen4ExpError
-        when it is not a regular file (a FIFO, a device) or not a valid
-        Qwen-family tokenizer.json.
+        when it is not a regular file (a FIFO, a device), not a valid
+        tokenizer.json, or not byte-level BPE (the error names what is not
+        supported).
         """
         return TokenizerCore(compiled_file(path), cache_size, encode_threads, None).tokenizer(cls)
 
@@ -233,6 +236,12 @@ class Tokenizer:
         or per id. All or nothing, as encode_batch: a row that is not valid
         UTF-8 (Arrow arrays built from buffers can hold any bytes) raises
         TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
+        from qwen4exp.encode.generic import GenericNative
+
+        if isinstance(self.core.native, GenericNative):  # another pre-tokenizer: qwen4exp.vocab.pipeline
+            from qwen4exp.encode.generic import encode_arrow as encode_arrow_generic
+
+            return encode_arrow_generic(self.core.native, strings, _thread_count(num_threads))
         from qwen4exp.encode.arrow import encode_arrow
 
         return encode_arrow(self.core.native, strings, _thread_count(num_threads))

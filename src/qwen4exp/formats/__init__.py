@@ -7,6 +7,7 @@
 | "qwen3.5"    | Qwen3.5 (the small ones with enable_thinking=False) | qwen35.py |
 | "qwen3.6"    | Qwen3.6                                             | qwen35.py |
 | "qwen3.8"    | Qwen3.8                                             | qwen35.py |
+| "qwen3-coder"| Qwen3-Coder (XML tools and calls, no thinking)      | qwen3_coder.py |
 
 A format is a `ChatFormat` (formats/_descriptor.py): its name, vocabulary,
 validation rules, renderer, and the fingerprints of its official templates.
@@ -28,7 +29,7 @@ __all__ = ["ChatFormat", "chat_formats", "chat_format", "register", "unregister"
            "identify_template", "default_format", "OPTION_NAMES", "template_digest"]
 
 # The modules that define the built-in formats, in the order chat_formats() lists them.
-_MODULES = ("qwen3", "qwen35")
+_MODULES = ("qwen3", "qwen35", "qwen3_coder")
 
 _REGISTRY: dict[str, ChatFormat] = {}
 _ALIASES: dict[str, str] = {}

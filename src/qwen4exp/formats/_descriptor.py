@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
+from qwen4exp.errors import ChatFormatError
 from qwen4exp.render.validate import JSON_CALLS, XML_PYTHON, Request, Rules
 
 __all__ = ["ChatFormat", "RenderedParts", "template_digest", "canonical_template", "fingerprints", "OPTION_NAMES"]
@@ -104,6 +105,22 @@ class ChatFormat:
     #: `qwen4exp folder` writes into a model folder).
     template_file: str = ""
 
+    # The facts the completion parser (qwen4exp.parse) reads, stated by the
+    # format rather than guessed from its call style:
+    #: How a tool call's body is written: "json" (one object) or "xml"
+    #: (<function=NAME> and <parameter=KEY> blocks); must agree with rules.calls.
+    call_syntax: str = "json"
+    #: How the tools block describes a tool: "json" (its JSON text) or "xml"
+    #: (<name>, <parameter> and <KEY>VALUE</KEY> tags); "xml" needs rules.tool_schema.
+    tool_schema_syntax: str = "json"
+    #: Newlines the template writes between an assistant's content and its
+    #: first tool call (none when the content is empty).
+    newlines_before_calls: int = 1
+    #: Whether a generation prompt that opens THINK also writes the newline
+    #: after it (the 3.5 family), so a completion inside reasoning starts
+    #: with the reasoning; otherwise the model writes THINK and the newline.
+    prompt_think_newline: bool = False
+
     def official_template(self) -> str:
         """The text of the format's official chat template."""
         import os
@@ -111,6 +128,15 @@ class ChatFormat:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", self.template_file)
         with open(path, encoding="utf-8") as f:
             return f.read()
+
+    def __post_init__(self) -> None:
+        if self.call_syntax != ("json" if self.rules.calls == JSON_CALLS else "xml"):
+            raise ChatFormatError(f"chat format {self.name!r}: call_syntax {self.call_syntax!r} "
+                                  "disagrees with its rules")
+        if (self.tool_schema_syntax == "xml") != (self.rules.tool_schema is not None) or \
+                self.tool_schema_syntax not in ("json", "xml"):
+            raise ChatFormatError(f"chat format {self.name!r}: tool_schema_syntax {self.tool_schema_syntax!r} "
+                                  "disagrees with its rules")
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -121,9 +147,15 @@ class ChatFormat:
         return tuple(name for name, ok in zip(OPTION_NAMES, have) if ok)
 
     @property
+    def thinking_default(self) -> bool:
+        """Whether a generation prompt leaves the model thinking unless told
+        otherwise (enable_thinking's default; False without a thinking mode)."""
+        return bool(self.rules.thinking)
+
+    @property
     def tool_calls(self) -> str:
         """How a tool call is written: "json" (one object) or "xml" (<function=...>)."""
-        return "json" if self.rules.calls == JSON_CALLS else "xml"
+        return self.call_syntax
 
     @property
     def python_scalars(self) -> bool:

@@ -144,6 +144,8 @@ def render_qwen3_2507(req: Request) -> RenderedParts:
     return _render(req, False)
 
 
+# The descriptor's parse facts are its defaults: JSON calls and tools, "\n" before a
+# first call, and no THINK in a generation prompt (the model writes it).
 # Official templates by fingerprint (formats/_descriptor.py): Qwen3's first release, its
 # revision that tolerates non-string content, its training variant; 2507's and its training one.
 FORMATS = (

@@ -31,6 +31,8 @@ instead: docs/FORMAT.md ("Where the formats depart from the templates").
 
 from __future__ import annotations
 
+from typing import Any
+
 from qwen4exp.render.validate import ASSISTANT, TOOL, USER, XML_JSON, XML_PYTHON, Request, Rules
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._turns import close_tool_response, write_calls
@@ -207,19 +209,23 @@ def render_qwen35(req: Request) -> RenderedParts:
 # Official templates by fingerprint (formats/_descriptor.py), each with its training variant;
 # the Qwen3.5-0.8B / 2B template is the same format with thinking off unless asked for.
 _XML = ("<function=", "enable_thinking")
+# XML calls after "\n\n"; the generation prompt writes THINK and its newline.
+_SYNTAX: dict[str, Any] = dict(call_syntax="xml", newlines_before_calls=2, prompt_think_newline=True)
 FORMATS = (
-    ChatFormat("qwen3.5", "qwen3.6", QWEN35, render_qwen35, hints=_XML, template_file="qwen3_5_think.jinja",
+    ChatFormat("qwen3.5", "qwen3.6", QWEN35, render_qwen35, hints=_XML, template_file="qwen3_5_think.jinja", **_SYNTAX,
                models="Qwen3.5 (the 0.8B and 2B models' template turns thinking off by default)",
                templates={**fingerprints("a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715",
                                          "ccf356d8f238e287c047b1ef589850fd6b2b44e6cb29079e26c635fb9b8111ef"),
                           **fingerprints("273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80",
                                          "f32fe3e21c20f59d193244181c8b4c324c73a8cd313ddf825633a9ecfd2afad2",
                                          enable_thinking=False)}),
-    ChatFormat("qwen3.6", "qwen3.6", QWEN36, render_qwen35, hints=(*_XML, "preserve_thinking"), template_file="qwen3_6.jinja",
+    ChatFormat("qwen3.6", "qwen3.6", QWEN36, render_qwen35, hints=(*_XML, "preserve_thinking"), **_SYNTAX,
+               template_file="qwen3_6.jinja",
                models="Qwen3.6 (Qwen3.6-27B, Qwen3.6-35B-A3B)", vocabulary_default=True,
                templates=fingerprints("e84f32a23fdda27689f868aa4a1a5621f41133e51a48d7f3efcbea2839574259",
                                       "c5a26eaf3aab77fdc4ec696540ff896713ff0764f552ce9f597ede99fc673034")),
-    ChatFormat("qwen3.8", "qwen3.6", QWEN38, render_qwen35, models="Qwen3.8 (Qwen3.8-27B)", template_file="qwen3_8.jinja",
+    ChatFormat("qwen3.8", "qwen3.6", QWEN38, render_qwen35, models="Qwen3.8 (Qwen3.8-27B)", **_SYNTAX,
+               template_file="qwen3_8.jinja",
                hints=(*_XML, "preserve_thinking", "reasoning_effort"),
                templates=fingerprints("c3cf9e34abf4f9e36c2d72165aa9c132d3e2a725b6c2586aaa3a8af9d7a81041",
                                       "320c2f734288f91c341c1c3c9690e4e6aba07a27852bf88d7c8481c880168288")),

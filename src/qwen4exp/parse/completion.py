@@ -12,11 +12,12 @@ marker names::
     [THINK "\\n" REASONING "\\n" THINK_END "\\n\\n"] CONTENT
     (NEWLINES TOOL_CALL "\\n" BODY "\\n" TOOL_CALL_END)* IM_END
 
-where NEWLINES before the first call are "\\n" (Qwen3, Qwen3-2507) or
-"\\n\\n" (Qwen3.5, 3.6, 3.8) after content and nothing without content, and
-"\\n" between calls. The newlines the template adds are removed exactly as it
-adds them: one after THINK (none when the prompt itself wrote THINK and a
-newline) and one before THINK_END, up to two after THINK_END, those before
+where NEWLINES before the first call are the format's `newlines_before_calls`
+(formats/_descriptor.py: "\\n" for the JSON-call formats, "\\n\\n" for the
+XML ones) after content and nothing without content, and "\\n" between
+calls. The newlines the template adds are removed exactly as it adds them:
+one after THINK (none when the prompt itself wrote THINK and a newline, the
+format's `prompt_think_newline`) and one before THINK_END, up to two after THINK_END, those before
 each TOOL_CALL. Newlines before a first call with no content are
 not the template's: they are dropped and reported. A call's BODY is read by
 qwen4exp.parse.tool_calls (JSON or XML, typed by the tools' schemas).
@@ -123,9 +124,6 @@ class CompletionParser(ParserCore):
         # the tokenizer's own format by default; one of another vocabulary is refused
         fmt = tok.core.chat_format_of(chat_format, "completion_parser()")
         chat_format = fmt.name
-        # Qwen3 and 2507 (JSON calls) write "\n" before a first call after content and
-        # never THINK in a prompt; the 3.5+ family (XML calls) "\n\n" and THINK "\n"
-        xml = fmt.tool_calls == "xml"
         if in_reasoning is not None and not isinstance(in_reasoning, bool):
             raise TypeError(f"in_reasoning must be a bool or None, not {type(in_reasoning).__name__}")
         if calls_in_reasoning not in CALLS_IN_REASONING:
@@ -138,11 +136,11 @@ class CompletionParser(ParserCore):
         if in_reasoning is None:
             in_reasoning = opened
         elif in_reasoning != opened:  # the caller knows better than the prompt
-            lead = 0 if not in_reasoning or xml else 1
+            lead = 0 if not in_reasoning or fmt.prompt_think_newline else 1
         call_id_key = hashlib.blake2b(chat_format.encode() + b"\0", digest_size=16)
         if prompt is not None:
             call_id_key.update(prompt.data)  # call ids differ from one prompt to the next
-        context = CallContext(tools, fmt.python_scalars, call_id_key.digest(), fmt.tool_calls)
+        context = CallContext(tools, fmt.python_scalars, call_id_key.digest(), fmt.call_syntax)
         # with a prompt, finish() checks that the message renders back to the completion
         self._rerender = None if prompt is None else (chat_format, tools, _generation_prompt_text(prompt))
         atoms = tok.atoms
@@ -153,7 +151,7 @@ class CompletionParser(ParserCore):
         tables = tok.core.id_tables()
         super().__init__(
             tables, actions, tok.core.native.decode_bytes, tok.decode, context.reader,
-            in_reasoning, lead, 2 if xml else 1, calls_in_reasoning == "call",
+            in_reasoning, lead, fmt.newlines_before_calls, calls_in_reasoning == "call",
         )
         self._n_vocab = tables.n_vocab
         if embedding_rows is not None:

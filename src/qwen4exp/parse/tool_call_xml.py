@@ -1,4 +1,4 @@
-"""A tool call's body in the XML form (Qwen3.5, 3.6, 3.8, Qwen3-Coder)
+"""A tool call's body in the XML form (the formats whose call_syntax is "xml")
 (docs/FORMAT.md, section 11)::
 
     <function=NAME>

@@ -7,9 +7,9 @@ made for it. The reader skips the body's leading whitespace, and its first
 characters choose the form the body is read in: the chat format's own form
 first (`CallContext.forms`), the other one too, since a model may write it:
 
-* JSON (Qwen3, Qwen3-2507; tool_call_json.py):
+* JSON (the formats whose call_syntax is "json"; tool_call_json.py):
   ``{"name": "NAME", "arguments": {...}}``, the arguments kept as written;
-* XML (Qwen3.5, 3.6, 3.8, Qwen3-Coder; tool_call_xml.py):
+* XML (the formats whose call_syntax is "xml"; tool_call_xml.py):
   ``<function=NAME>`` and ``<parameter=KEY>`` blocks, each value typed by
   the tool's schema (qwen4exp.parse.tool_schemas).
 
@@ -38,7 +38,7 @@ from qwen4exp.parse.tool_schemas import tool_schemas
 
 __all__ = ["CallContext", "CallReader", "call_id", "json_call", "FORMS"]
 
-#: The body readers by call style (a format's `tool_calls`): its own form first.
+#: The body readers by call syntax (a format's `call_syntax`): its own form first.
 FORMS = {"json": (JsonBody, XmlBody), "xml": (XmlBody, JsonBody)}
 
 

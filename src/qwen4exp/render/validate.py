@@ -15,7 +15,7 @@ at what caller text *spells*: only types, roles and order decide structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from qwen4exp._native._encoder import utf8_cached
@@ -69,6 +69,9 @@ class Rules(NamedTuple):
     preserve: bool | None  # preserve_thinking's default; None: no such option
     effort: str | None  # reasoning_effort's default; None: no such option
     media: bool = False  # image and video parts render (qwen4exp.render.media); add_vision_id exists
+    # (tool, where) -> the bytes the tools block writes for one tool (a JSON-
+    # serialisable dict); None: the schema as `tojson` writes it
+    tool_schema: Callable[[Any, str], bytes] | None = None
 
 
 class Message(NamedTuple):
@@ -92,6 +95,9 @@ class Request(NamedTuple):
     preserve_thinking: bool | None  # resolved; None where the format has no such option
     reasoning_effort: str | None  # resolved; None where the format has no such option
     media: tuple[MediaItem, ...] = ()  # every media part, in order
+    # each tool as the format's tools block writes it where that is not the
+    # JSON text (Rules.tool_schema); () otherwise
+    tool_texts: tuple[bytes, ...] = ()
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -469,5 +475,9 @@ def validate_request(
         raise ChatFormatError(
             f"messages: the {rules.name} format needs a user query (no message has role 'user')"
         )
-    return Request(tuple(out), system, _tools(tools), add_generation_prompt, enable_thinking,
-                   preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else ())
+    schemas = _tools(tools)
+    texts = () if rules.tool_schema is None or not schemas else \
+        tuple(rules.tool_schema(tool, f"tools[{k}]") for k, tool in enumerate(tools))
+    return Request(tuple(out), system, schemas, add_generation_prompt, enable_thinking,
+                   preserve_thinking, reasoning_effort, tuple(media.items) if media is not None else (),
+                   texts)

@@ -280,9 +280,9 @@ def accepted_case(tok: Tokenizer, case: dict, check: Check, fmt: str) -> None:
 
 def _options(req: dict, fmt: str) -> dict:
     """render_chat's keywords for an oracle request in `fmt`: the request's options
-    that the format has (qwen3-2507 has no enable_thinking), and the format."""
+    that the format has (a format without a thinking mode has no enable_thinking), and the format."""
     keys: tuple[str, ...] = ("tools", "add_generation_prompt")
-    if chat_format(fmt).rules.thinking is not None:
+    if "enable_thinking" in chat_format(fmt).options:
         keys += ("enable_thinking",)
     return {"chat_format": fmt, **{k: req[k] for k in keys if req.get(k) is not None}}
 

@@ -82,7 +82,7 @@ class Qwen4ExpReasoningParser(ReasoningParser):
 
             thinking = tok.render_defaults.get("enable_thinking")
             if thinking is None:
-                thinking = bool(format_named(tok.chat_format).rules.thinking)
+                thinking = format_named(tok.chat_format).thinking_default
         self._may_think = bool(thinking)
 
     @property

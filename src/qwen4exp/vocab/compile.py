@@ -43,6 +43,11 @@ MANIFEST = _VOCAB.MANIFEST
 QWEN_PATTERN = _VOCAB.QWEN_PATTERN
 QWEN35_PATTERN = _VOCAB.QWEN35_PATTERN
 PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
+#: Llama 3's split pattern: Qwen3's with numbers in runs of up to three, which
+#: the native scanner also runs (pyx/_pretokenize.pyx, DIGIT_RUNS).
+LLAMA3_PATTERN = QWEN_PATTERN.replace(r"\p{N}|", r"\p{N}{1,3}|", 1)
+# pattern -> (marks, digits per number piece)
+NATIVE_PATTERNS = {QWEN_PATTERN: (False, 1), QWEN35_PATTERN: (True, 1), LLAMA3_PATTERN: (False, 3)}
 #: The Qwen3.5/3.6 added tokens (the tiktoken vocabulary's specials).
 QWEN35_SPECIALS = next(v.specials for v in VOCABULARIES.values() if v.kind == "tiktoken")
 
@@ -68,37 +73,60 @@ class VocabFormatError(ValueError):
     pass
 
 
-def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
-    """Refuse anything but a Qwen-family pipeline; return (marks, ignore_merges).
+# What other model types are (named in the refusal).
+_OTHER_MODELS = {
+    "Unigram": "a SentencePiece Unigram model",
+    "WordPiece": "a WordPiece model",
+    "WordLevel": "a word-level model",
+}
 
-    Every setting that changes ids or decoded text is checked: NFC, the Split
-    on one of the two Qwen patterns + ByteLevel without regex or prefix space,
-    plain byte-level BPE (ignore_merges either way) and the ByteLevel decoder.
+
+def _check_pipeline(tok: dict, where: str, generic) -> tuple[bool, bool, bytes | None, np.ndarray | None]:
+    """Refuse anything but byte-level BPE; return (marks, ignore_merges,
+    pipeline, native_pattern).
+
+    pipeline is None for a pipeline the native core runs (NFC or no
+    normalizer, the Split on a Qwen pattern or Llama 3's + ByteLevel without
+    regex or prefix space), else the normalizer and pre-tokenizer as JSON for
+    qwen4exp.vocab.pipeline (`generic`: that module, None where it is not at hand,
+    as in setup.py). native_pattern: None for the Qwen pipelines as
+    bundled (NFC, one digit a piece), else uint8 [digits per number piece,
+    NFC on].
+    Every setting that changes ids or decoded text is checked: plain
+    byte-level BPE (ignore_merges either way) and the ByteLevel decoder.
     """
     model = tok.get("model") or {}
-    if model.get("type") != "BPE":
-        raise VocabFormatError(f"{where}: model.type must be BPE, found {model.get('type')!r}")
+    kind = model.get("type")
+    if kind != "BPE":
+        what = _OTHER_MODELS.get(kind, f"model type {kind!r}") if isinstance(kind, str) else f"model type {kind!r}"
+        raise VocabFormatError(f"{where}: {what} is not supported: qwen4exp loads byte-level BPE models only "
+                               f"(model.type BPE with a ByteLevel pre-tokenizer)")
+    if model.get("byte_fallback"):
+        raise VocabFormatError(f"{where}: a SentencePiece-style BPE model (byte_fallback) is not supported: "
+                               "qwen4exp loads byte-level BPE models only")
     for key, allowed in (
         ("dropout", (None, 0, 0.0)),
         ("unk_token", (None,)),
         ("continuing_subword_prefix", (None, "")),
         ("end_of_word_suffix", (None, "")),
         ("fuse_unk", (None, False)),
-        ("byte_fallback", (None, False)),
         ("ignore_merges", (None, False, True)),
     ):
         if model.get(key) not in allowed:
             raise VocabFormatError(
-                f"{where}: model.{key}={model.get(key)!r} is not supported (Qwen BPE uses {allowed[0]!r})"
+                f"{where}: model.{key}={model.get(key)!r} is not supported (byte-level BPE uses {allowed[0]!r})"
             )
-    norm = tok.get("normalizer") or {}
-    if norm != {"type": "NFC"}:
-        raise VocabFormatError(f"{where}: normalizer must be NFC, found {tok.get('normalizer')!r}")
+    dec = tok.get("decoder") or {}
+    if dec.get("type") != "ByteLevel":
+        raise VocabFormatError(f"{where}: decoder must be ByteLevel, found {tok.get('decoder')!r:.200} "
+                               "(qwen4exp loads byte-level BPE models only)")
+    ignore_merges = bool(model.get("ignore_merges"))
     pre = tok.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
     pattern = None
     ok = (
-        isinstance(steps, list)
+        tok.get("normalizer") in ({"type": "NFC"}, None)
+        and isinstance(steps, list)
         and len(steps) == 2
         and steps[0].get("type") == "Split"
         and steps[0].get("behavior") == "Isolated"
@@ -109,15 +137,29 @@ def _check_pipeline(tok: dict, where: str) -> tuple[bool, bool]:
     )
     if ok and steps is not None:
         pattern = (steps[0].get("pattern") or {}).get("Regex")
-    if pattern not in PATTERNS:
-        raise VocabFormatError(
-            f"{where}: pre_tokenizer is not a Qwen pattern + ByteLevel pipeline; "
-            "qwen4exp only loads Qwen-family tokenizer.json files (Qwen3 or Qwen3.5 pattern)"
-        )
-    dec = tok.get("decoder") or {}
-    if dec.get("type") != "ByteLevel":
-        raise VocabFormatError(f"{where}: decoder must be ByteLevel, found {tok.get('decoder')!r}")
-    return PATTERNS[pattern], bool(model.get("ignore_merges"))
+    if pattern in NATIVE_PATTERNS:
+        marks, digits = NATIVE_PATTERNS[pattern]
+        nfc = tok.get("normalizer") is not None
+        native = None if (digits, nfc) == (1, True) else np.array([digits, nfc], dtype=np.uint8)
+        return marks, ignore_merges, None, native
+    if not _has_byte_level(tok.get("pre_tokenizer")):
+        raise VocabFormatError(f"{where}: the pre-tokenizer has no ByteLevel step: qwen4exp loads byte-level "
+                               "BPE models only")
+    if generic is None:
+        raise VocabFormatError(f"{where}: not a pipeline the native scanner runs (bundled vocabularies must be)")
+    try:
+        spec = generic.pipeline_spec(tok)
+    except generic.PipelineError as exc:
+        raise VocabFormatError(f"{where}: {exc}") from None
+    return False, ignore_merges, json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8"), None
+
+
+def _has_byte_level(pre) -> bool:
+    if not isinstance(pre, dict):
+        return False
+    if pre.get("type") == "Sequence":
+        return any(_has_byte_level(p) for p in pre.get("pretokenizers") or [])
+    return pre.get("type") == "ByteLevel"
 
 
 ID_LIMIT = 1 << 20  # ids (BPE and added) the native core accepts
@@ -134,8 +176,11 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[str, np.ndarray]:
-    """Parse tokenizer.json bytes into the arrays the native core needs.
+def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json", generic=None) -> dict[str, np.ndarray]:
+    """Parse tokenizer.json bytes into the arrays the native core needs;
+    `generic` is qwen4exp.vocab.pipeline, which checks any other byte-level
+    pipeline (loading.py passes it; setup.py, loading this file by path, has
+    only Qwen vocabularies to compile).
 
     Any malformed field (a wrong type, a missing key, an id out of range) is a
     VocabFormatError naming the file, never a KeyError or TypeError."""
@@ -148,7 +193,7 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
     if not isinstance(tok, dict):
         raise VocabFormatError(f"{where}: top level must be a JSON object")
     try:
-        return _compile(tok, raw, where)
+        return _compile(tok, raw, where, generic)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         if isinstance(exc, VocabFormatError):
             raise
@@ -158,9 +203,10 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json") -> dict[st
 
 
 def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
-    """(content, id, special) of the added tokens, sorted by id. Each must have its own id
-    above the BPE range: an added id inside it would let DATA text produce an
-    "atom" id, breaking provenance (docs/RELIABILITY.md)."""
+    """(content, id, special) of the added tokens, sorted by id. Each has its own
+    id above the BPE range, or is a BPE token DATA can never produce (checked
+    by _arrays): an added id DATA could produce would break provenance
+    (docs/RELIABILITY.md)."""
     added = tok.get("added_tokens")
     if added is None:
         added = []
@@ -172,10 +218,10 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
         idx = t.get("id") if isinstance(t, dict) else None
         if not isinstance(content, str) or not content:
             raise VocabFormatError(f"{where}: added_tokens[{i}].content must be a non-empty string")
-        if isinstance(idx, bool) or not isinstance(idx, int) or not n <= idx < ID_LIMIT:
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < ID_LIMIT:
             raise VocabFormatError(
                 f"{where}: added_tokens[{i}] ({content[:40]!r}) has id {idx!r}; added tokens need "
-                f"ids from {n} (past the {n} BPE tokens) to {ID_LIMIT - 1}"
+                f"ids from 0 to {ID_LIMIT - 1}"
             )
         if idx in ids or content in spellings:
             raise VocabFormatError(f"{where}: added_tokens[{i}] repeats an id or a spelling ({content[:40]!r})")
@@ -190,25 +236,39 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
     return sorted(atoms, key=lambda x: x[1])
 
 
-def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
-    marks, ignore_merges = _check_pipeline(tok, where)
+def _compile(tok: dict, raw: bytes, where: str, generic) -> dict[str, np.ndarray]:
+    marks, ignore_merges, pipeline, native = _check_pipeline(tok, where, generic)
     alphabet = byte_level_alphabet()
     vocab = tok["model"]["vocab"]
     if not isinstance(vocab, dict) or not 256 <= len(vocab) < ID_LIMIT:
         raise VocabFormatError(f"{where}: model.vocab must be an object of 256 to {ID_LIMIT - 1} tokens")
     n = len(vocab)
     token_bytes: list[bytes | None] = [None] * n
+    dead: set[int] = set()
     for piece, idx in vocab.items():
         if isinstance(idx, bool) or not (isinstance(idx, int) and 0 <= idx < n) or token_bytes[idx] is not None:
             raise VocabFormatError(f"{where}: vocabulary ids must be dense 0..{n - 1} (bad id {idx!r})")
         try:
             token_bytes[idx] = bytes(alphabet[c] for c in piece)
         except KeyError:
-            raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
+            # Not byte-level text (Command-R has 1,403 such): no byte-level piece is
+            # ever spelled so, so BPE never makes it; the ByteLevel decoder writes
+            # it as its UTF-8, as here.
+            if not isinstance(piece, str) or len(piece.encode("utf-8", "surrogatepass")) < 2:
+                raise VocabFormatError(f"{where}: token {piece!r} is not byte-level text") from None
+            try:
+                token_bytes[idx] = piece.encode("utf-8")
+            except UnicodeEncodeError:
+                raise VocabFormatError(f"{where}: token {piece!r} is not valid Unicode") from None
+            dead.add(idx)
+    if dead and ignore_merges:
+        raise VocabFormatError(f"{where}: tokens that are not byte-level text with ignore_merges "
+                               "are not supported")
     merges_raw = tok["model"].get("merges") or []
     if not isinstance(merges_raw, list) or len(merges_raw) >= ID_LIMIT:
         raise VocabFormatError(f"{where}: model.merges must be a list of fewer than {ID_LIMIT} merges")
     merges = np.empty((len(merges_raw), 3), dtype=np.int32)
+    live = np.ones(len(merges_raw), dtype=bool)
     str_ids = vocab
     last_rank: dict[tuple[int, int], int] = {}
     for rank, m in enumerate(merges_raw):
@@ -223,9 +283,31 @@ def _compile(tok: dict, raw: bytes, where: str) -> dict[str, np.ndarray]:
             raise VocabFormatError(f"{where}: merge {rank} ({left!r}, {right!r}) names an unknown token") from None
         merges[rank] = (a, b, new)
         last_rank[a, b] = rank
+        if dead and (a in dead or b in dead or new in dead):
+            live[rank] = False  # never applies: no piece holds a token that is not byte-level text
     if len(last_rank) < len(merges):  # a repeated merge ranks where it last appears, as HF tokenizers reads it
-        merges = merges[sorted(last_rank.values())]
-    return _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where)
+        latest = np.zeros(len(merges), dtype=bool)
+        latest[list(last_rank.values())] = True
+        live &= latest
+    if not live.all():
+        merges = merges[live]
+    present = {t[0] for t in token_bytes if t is not None and len(t) == 1}
+    missing = [b for b in range(256) if b not in present]
+    if missing or dead:
+        # tokenizers drops a byte that has no token: the generic pipeline does it
+        if generic is None:
+            raise VocabFormatError(f"{where}: byte 0x{missing[0]:02x} has no token")
+        spec = json.loads(pipeline) if pipeline is not None else generic.pipeline_spec(tok)
+        spec["missing_bytes"] = missing  # (also the pipeline's flag that token spellings may repeat)
+        pipeline = json.dumps(spec, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        native = None
+    arrays = _arrays(raw, token_bytes, merges, _added_tokens(tok, n, where), marks, ignore_merges, where,
+                     missing_ok=bool(missing), dead=dead)
+    if pipeline is not None:
+        arrays["pipeline"] = np.frombuffer(pipeline, dtype=np.uint8)
+    if native is not None:
+        arrays["native_pattern"] = native
+    return arrays
 
 
 def tiktoken_merges(ranks: dict[bytes, int]) -> np.ndarray:
@@ -274,17 +356,26 @@ def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
 
 
 def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool]],
-            marks: bool, ignore_merges: bool, where: str) -> dict[str, np.ndarray]:
-    """The compiled arrays; atoms are (spelling, id, special) triples."""
+            marks: bool, ignore_merges: bool, where: str, missing_ok: bool = False,
+            dead: set[int] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
+    """The compiled arrays; atoms are (spelling, id, special) triples. missing_ok:
+    some bytes have no token (the generic pipeline drops them); dead: tokens
+    BPE never makes, whose spelling may repeat a live one's."""
     n = len(token_bytes)
-    by_bytes = {b: i for i, b in enumerate(token_bytes)}
-    if len(by_bytes) != n:
+    by_bytes = {b: i for i, b in enumerate(token_bytes) if i not in dead}
+    if len(by_bytes) != n - len(dead):
         raise VocabFormatError(f"{where}: two vocabulary tokens spell the same bytes")
     for b in range(256):
-        if bytes([b]) not in by_bytes:
+        if bytes([b]) not in by_bytes and not missing_ok:
             raise VocabFormatError(f"{where}: byte 0x{b:02x} has no token")
     atoms = sorted(atoms, key=lambda x: x[1])
     atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
+    made = set(merges[:, 2].tolist()) if any(i < n for _, i, _ in atoms) else set()
+    for (content, i, _), spelled in zip(atoms, atom_blob):
+        if i < n:
+            why = _reachable_atom(token_bytes[i], spelled, i in made, ignore_merges)
+            if why:
+                raise VocabFormatError(f"{where}: the added token {content[:40]!r} is BPE token {i}, which {why}")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(b) for b in token_bytes], out=offsets[1:])
     atom_offsets = np.zeros(len(atoms) + 1, dtype=np.int64)
@@ -303,6 +394,23 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
         "marks": np.array([marks], dtype=np.bool_),
         "ignore_merges": np.array([ignore_merges], dtype=np.bool_),
     }
+
+
+def _reachable_atom(token: bytes, spelled: bytes, made_by_merge: bool, ignore_merges: bool) -> str | None:
+    """Why an added token that is also BPE token could come out of DATA (or
+    decode otherwise than it is spelled), or None when it cannot: a token of
+    two or more bytes, spelled as the added token, that no merge makes and
+    (ignore_merges off) no piece is looked up as whole. GPT-2, StarCoder and
+    Falcon files keep their special tokens inside the vocabulary that way."""
+    if token != spelled:
+        return "is spelled otherwise"
+    if len(token) < 2:
+        return "is a single byte, which DATA produces"
+    if made_by_merge:
+        return "a merge makes, so DATA could produce it"
+    if ignore_merges:
+        return "ignore_merges would give a piece spelled so"
+    return None
 
 
 # The compiled arrays, as _arrays writes them: name -> (dtype, shape; None: any length).
@@ -339,6 +447,8 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
     if not isinstance(arrays, dict):
         raise VocabFormatError(f"compiled vocabulary: a dict of arrays, not {type(arrays).__name__}")
     expected = dict(COMPILED_ARRAYS)
+    expected["pipeline"] = (np.dtype(np.uint8), (None,))  # a generic pipeline's JSON (optional)
+    expected["native_pattern"] = (np.dtype(np.uint8), (2,))  # [digits a number piece, NFC] (optional)
     if self_encoding:
         expected["self_encoding"] = (np.dtype(np.uint8), (None,))
     unknown = sorted(map(str, set(arrays) - set(expected)))
@@ -360,9 +470,22 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
     if len(ao) != len(ai) + 1:
         raise VocabFormatError("compiled vocabulary: atom_offsets and atom_ids differ in length")
     _check_offsets("atom", ao, len(ab))
-    if ai.size and not (int(ai.min()) >= n and int(ai.max()) < ID_LIMIT):
-        raise VocabFormatError(f"compiled vocabulary: an added token's id is outside {n}..{ID_LIMIT - 1} "
-                               "(past the BPE tokens)")
+    if ai.size and not (int(ai.min()) >= 0 and int(ai.max()) < ID_LIMIT):
+        raise VocabFormatError(f"compiled vocabulary: an added token's id is outside 0..{ID_LIMIT - 1}")
+    if "pipeline" in arrays:
+        _check_array(arrays, "pipeline", np.dtype(np.uint8), (None,))
+    if "native_pattern" in arrays:
+        _check_array(arrays, "native_pattern", np.dtype(np.uint8), (2,))
+        digits, nfc = arrays["native_pattern"].tolist()
+        if digits not in (1, 3) or nfc not in (0, 1) or arrays["marks"][0] and digits != 1:
+            raise VocabFormatError("compiled vocabulary: native_pattern is not [1 or 3 digits, NFC 0 or 1]")
+    inside = np.flatnonzero(ai < n)
+    for a in inside.tolist():
+        t = int(ai[a])
+        why = _reachable_atom(tb[to[t]:to[t + 1]].tobytes(), ab[ao[a]:ao[a + 1]].tobytes(),
+                              bool(np.any(mg[:, 2] == t)), bool(arrays["ignore_merges"][0]))
+        if why:
+            raise VocabFormatError(f"compiled vocabulary: added token {t} is a BPE token, which {why}")
     if len(set(ai.tolist())) != len(ai):  # not np.unique: it imports numpy.ma (10 ms at load)
         raise VocabFormatError("compiled vocabulary: two added tokens share an id")
     special = arrays["atom_special"]
@@ -370,14 +493,18 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
         raise VocabFormatError("compiled vocabulary: atom_special is not one 0/1 flag per added token")
     lengths = np.diff(to)
     singles = tb[to[:-1][lengths == 1]]
-    if len(set(singles.tolist())) != 256:
+    if len(set(singles.tolist())) != 256 and "pipeline" not in arrays:  # the generic pipeline drops them
         raise VocabFormatError("compiled vocabulary: some byte has no token of its own")
+    if len(singles) != len(set(singles.tolist())):
+        raise VocabFormatError("compiled vocabulary: two tokens spell one byte")
     if "self_encoding" in arrays:
         flags = arrays["self_encoding"]
         if flags.shape != (n,) or int(flags.max()) > 1:
             raise VocabFormatError("compiled vocabulary: self_encoding is not one 0/1 flag per token")
     if deep:
-        _check_spellings(tb, to, mg, ab, ao)
+        # a generic pipeline's file may hold tokens that are not byte-level text,
+        # spelled as their UTF-8 (see _compile), repeating a live token's bytes
+        _check_spellings(tb, to, mg, ab, ao, repeats_ok="pipeline" in arrays)
 
 
 def _check_array(arrays, name: str, dtype: np.dtype, shape: tuple) -> None:
@@ -400,11 +527,11 @@ def _check_offsets(what: str, offsets: np.ndarray, blob_len: int) -> None:
                                "into non-empty spellings from the first byte to the last")
 
 
-def _check_spellings(tb, to, mg, ab, ao) -> None:
+def _check_spellings(tb, to, mg, ab, ao, repeats_ok: bool = False) -> None:
     """What compiling a tokenizer.json guarantees by construction (see check_compiled)."""
     blob, offs = tb.tobytes(), to.tolist()
     spelled = [blob[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
-    if len(set(spelled)) != len(spelled):
+    if len(set(spelled)) != len(spelled) and not repeats_ok:
         raise VocabFormatError("compiled vocabulary: two tokens spell the same bytes")
     parts = map(bytes.__add__, map(spelled.__getitem__, mg[:, 0].tolist()),
                 map(spelled.__getitem__, mg[:, 1].tolist()))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from qwen4exp.vocab import compile as _vocab_compile
+from qwen4exp.vocab import pipeline as _pipeline
 from qwen4exp.vocab.files import read_regular_file
 from qwen4exp.errors import VocabularyError
 from qwen4exp.vocab.vocabulary import Vocabulary
@@ -70,7 +71,7 @@ def compiled_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
         except Exception:  # noqa: BLE001 - any damaged cache entry (bad zip, bad arrays): recompile
             pass
     try:
-        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path)
+        arrays = _vocab_compile.compile_tokenizer_json(raw, where=path, generic=_pipeline)
     except _vocab_compile.VocabFormatError as exc:
         raise VocabularyError(str(exc)) from None
     try:

@@ -55,7 +55,7 @@ _KEPT_FILES = ("preprocessor_config.json",)
 def vocabulary_digest(arrays) -> str:
     """SHA-256 over what a compiled vocabulary encodes and decodes with."""
     h = hashlib.sha256()
-    for name in _CONTENT:
+    for name in _CONTENT + tuple(k for k in ("pipeline", "native_pattern") if k in arrays):  # not Qwen's
         a = np.ascontiguousarray(arrays[name])
         h.update(name.encode() + str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())
