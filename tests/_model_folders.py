@@ -160,7 +160,8 @@ def template_folder(directory: str, template: str, *, template_file: bool = Fals
 #: folder's own (chat_format "template"): {name: (tokenizer.json, template file
 #: under tests/data/templates/)}. "qwen2.5" is the Qwen3 vocabulary with
 #: Qwen2.5's template (not a native format); "llama3" is Meta Llama 3's
-#: vocabulary (tests/data/vocabs/llama-bpe) with Llama 3.1's official template.
+#: vocabulary (tests/data/vocabs/llama-bpe) with Llama 3.1's names for three of
+#: its reserved tokens (Llama 3.1's tokenizer.json) and Llama 3.1's official template.
 OTHER_FAMILIES = {
     "qwen2.5": (TOKENIZER_JSON, "Qwen-Qwen2.5-7B-Instruct.jinja"),
     "llama3": (os.path.join(REPO, "tests", "data", "vocabs", "llama-bpe", "tokenizer.json.gz"),
@@ -185,9 +186,11 @@ def family_folder(directory: str, family: str) -> str:
     opener = gzip.open if source.endswith(".gz") else open
     with opener(source, "rb") as f:
         raw = f.read()
+    spec = json.loads(raw)
+    if family == "llama3":
+        raw = _llama31_names(spec)
     with open(os.path.join(directory, "tokenizer.json"), "wb") as f:
         f.write(raw)
-    spec = json.loads(raw)
     added = spec["added_tokens"]
     size = max([len(spec["model"]["vocab"])] + [t["id"] + 1 for t in added])
     ids = {t["content"]: t["id"] for t in added}
@@ -218,3 +221,22 @@ def family_folder(directory: str, family: str) -> str:
     })
     _write_json(directory, "generation_config.json", {"bos_token_id": bos, "eos_token_id": [eos], "do_sample": False})
     return directory
+
+
+#: The reserved tokens of Llama 3 that Llama 3.1 named (its tokenizer.json is
+#: Llama 3's with these names, the other reserved tokens numbered on).
+_LLAMA31_NAMES = {128004: "<|finetune_right_pad_id|>", 128008: "<|eom_id|>", 128010: "<|python_tag|>"}
+
+
+def _llama31_names(spec: dict) -> bytes:
+    """Llama 3.1's tokenizer.json from Llama 3's (`spec`, renamed in place): its
+    template writes <|python_tag|> and <|eom_id|>, and vLLM's llama3_json
+    parser looks <|python_tag|> up."""
+    reserved = 0
+    for token in spec["added_tokens"]:
+        if token["id"] in _LLAMA31_NAMES:
+            token["content"] = _LLAMA31_NAMES[token["id"]]
+        elif token["content"].startswith("<|reserved_special_token_"):
+            token["content"] = f"<|reserved_special_token_{reserved}|>"
+            reserved += 1
+    return json.dumps(spec, ensure_ascii=False).encode("utf-8")
