@@ -118,7 +118,13 @@ def test_renderer_matches_vllms_hf_renderer_for_benign_chats(folder):
     for label, messages in BENIGN.items():
         for tools in (None, TOOLS):
             assert _render(ours, messages, tools) == _render(hf, messages, tools), label
-    atoms = set(ours.get_tokenizer().get_added_vocab().values())
+    # vLLM's tokenizer API: apply_chat_template renders as the renderer does.
+    tok = ours.get_tokenizer()
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert tok.apply_chat_template(messages, add_generation_prompt=True) == _render(hf, messages)
+    assert tok.apply_chat_template(messages, tools=TOOLS, add_generation_prompt=True, tokenize=False) == \
+        hf.get_tokenizer().apply_chat_template(messages, tools=TOOLS, add_generation_prompt=True, tokenize=False)
+    atoms = set(tok.get_added_vocab().values())
     hostile = _conversations(FAMILIES[name][1])["user"]
     assert sum(i in atoms for i in _render(ours, hostile)) < sum(i in atoms for i in _render(hf, hostile))
 
@@ -162,6 +168,13 @@ def test_prompt_ids_are_qwen4exps_streamed_and_not(family):
                                add_special_tokens=False)
             assert [i for i in expected if i in atoms] == [i for i in benign if i in atoms], label
     assert srv.alive(), srv.log_tail()
+
+
+def test_structured_outputs_constrain_the_reply(family):
+    """vLLM's grammar backend reads the plugin's tokenizer of another vocabulary."""
+    reply = family[4].chat({"messages": [{"role": "user", "content": "yes or no?"}], "max_tokens": 8,
+                            "temperature": 0, "structured_outputs": {"regex": "(yes|no)!"}})
+    assert reply["choices"][0]["message"]["content"] in ("yes!", "no!")
 
 
 def test_a_request_template_is_refused(family):
