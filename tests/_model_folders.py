@@ -155,3 +155,89 @@ def template_folder(directory: str, template: str, *, template_file: bool = Fals
         os.link(os.path.join(tokenizer_from, "tokenizer.json"), os.path.join(directory, "tokenizer.json"))
     return model_folder(directory, TEMPLATE_FORMAT[template], template=template, template_file=template_file,
                         cache_dir=cache_dir)
+
+
+#: Model folders of other families, whose templates qwen4exp renders as the
+#: folder's own (chat_format "template"): {name: (tokenizer.json, template file
+#: under tests/data/templates/)}. "qwen2.5" is the Qwen3 vocabulary with
+#: Qwen2.5's template (not a native format); "llama3" is Meta Llama 3's
+#: vocabulary (tests/data/vocabs/llama-bpe) with Llama 3.1's names for three of
+#: its reserved tokens (Llama 3.1's tokenizer.json) and Llama 3.1's official template.
+OTHER_FAMILIES = {
+    "qwen2.5": (TOKENIZER_JSON, "Qwen-Qwen2.5-7B-Instruct.jinja"),
+    "llama3": (os.path.join(REPO, "tests", "data", "vocabs", "llama-bpe", "tokenizer.json.gz"),
+               "meta-llama-Llama-3.1-8B-Instruct.jinja"),
+}
+#: The special tokens each family's tokenizer_config.json names (as the model repositories do).
+_FAMILY_TOKENS = {
+    "qwen2.5": {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    "llama3": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": None},
+}
+
+
+def family_folder(directory: str, family: str) -> str:
+    """A tiny model folder of another family (OTHER_FAMILIES): its
+    tokenizer.json, tokenizer_config.json with the template, and a
+    ~10M-parameter config.json (Qwen3 or Llama architecture, for vLLM's
+    dummy weights) whose embedding has at least the tokenizer's ids."""
+    import gzip
+
+    os.makedirs(directory, exist_ok=True)
+    source, template = OTHER_FAMILIES[family]
+    opener = gzip.open if source.endswith(".gz") else open
+    with opener(source, "rb") as f:
+        raw = f.read()
+    spec = json.loads(raw)
+    if family == "llama3":
+        raw = _llama31_names(spec)
+    with open(os.path.join(directory, "tokenizer.json"), "wb") as f:
+        f.write(raw)
+    added = spec["added_tokens"]
+    size = max([len(spec["model"]["vocab"])] + [t["id"] + 1 for t in added])
+    ids = {t["content"]: t["id"] for t in added}
+    with open(os.path.join(REPO, "tests", "data", "templates", template), encoding="utf-8") as f:
+        text = f.read()
+    tokens = _FAMILY_TOKENS[family]
+    _write_json(directory, "tokenizer_config.json", {
+        "added_tokens_decoder": {
+            str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+            for t in added},
+        **tokens, "clean_up_tokenization_spaces": False, "model_max_length": 131072,
+        "model_input_names": ["input_ids", "attention_mask"],
+        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": text,
+    })
+    eos = ids[tokens["eos_token"]]
+    bos = ids[tokens["bos_token"]] if tokens["bos_token"] else ids[tokens["pad_token"]]
+    rows = -(-size // 64) * 64  # padded past the last id, as checkpoints are
+    arch = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
+            "mlp_bias": False, "pretraining_tp": 1} if family == "llama3" else \
+        {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "rope_theta": 1000000,
+         "max_window_layers": 2, "sliding_window": None, "use_sliding_window": False}
+    _write_json(directory, "config.json", {
+        **arch, "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": bos, "eos_token_id": eos,
+        "head_dim": 32, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+        "intermediate_size": 128, "max_position_embeddings": 4096, "num_attention_heads": 2,
+        "num_hidden_layers": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": rows,
+    })
+    _write_json(directory, "generation_config.json", {"bos_token_id": bos, "eos_token_id": [eos], "do_sample": False})
+    return directory
+
+
+#: The reserved tokens of Llama 3 that Llama 3.1 named (its tokenizer.json is
+#: Llama 3's with these names, the other reserved tokens numbered on).
+_LLAMA31_NAMES = {128004: "<|finetune_right_pad_id|>", 128008: "<|eom_id|>", 128010: "<|python_tag|>"}
+
+
+def _llama31_names(spec: dict) -> bytes:
+    """Llama 3.1's tokenizer.json from Llama 3's (`spec`, renamed in place): its
+    template writes <|python_tag|> and <|eom_id|>, and vLLM's llama3_json
+    parser looks <|python_tag|> up."""
+    reserved = 0
+    for token in spec["added_tokens"]:
+        if token["id"] in _LLAMA31_NAMES:
+            token["content"] = _LLAMA31_NAMES[token["id"]]
+        elif token["content"].startswith("<|reserved_special_token_"):
+            token["content"] = f"<|reserved_special_token_{reserved}|>"
+            reserved += 1
+    return json.dumps(spec, ensure_ascii=False).encode("utf-8")

@@ -87,7 +87,7 @@ def _free_port() -> int:
 class Server:
     """A running vLLM OpenAI server and a small JSON client for it."""
 
-    def __init__(self, folder: str, vocabulary: str, log_path: str) -> None:
+    def __init__(self, folder: str, vocabulary: str, log_path: str, flags: list[str] = PLUGIN_FLAGS) -> None:
         import requests
 
         self.vocabulary = vocabulary
@@ -98,7 +98,7 @@ class Server:
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
                "--served-model-name", "m", "--load-format", "dummy", "--max-model-len", "4096",
                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "bfloat16",
-               "--enforce-eager", "--seed", "0", *PLUGIN_FLAGS]
+               "--enforce-eager", "--seed", "0", *flags]
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)

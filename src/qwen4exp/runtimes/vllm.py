@@ -6,7 +6,8 @@ declares `register` under the `vllm.general_plugins` entry point, which vLLM
 calls in each of its processes. `register` adds
 
 * tokenizer mode `qwen4exp` (`Qwen4ExpTokenizer`, below): the model folder's
-  vocabulary and chat format (`qwen4exp.Tokenizer.from_pretrained`). Text it
+  vocabulary and chat format, or its own Jinja template for a folder of
+  another family (`qwen4exp.Tokenizer.from_pretrained`). Text it
   is given (a raw `/v1/completions` prompt, `/tokenize`) is DATA: an atom
   spelled in it is ordinary BPE text. Mode `qwen4exp-trusted-prompts` is the
   same tokenizer except that such text resolves atom spellings to their ids,
@@ -31,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import qwen4exp
-from qwen4exp.errors import Qwen4ExpError
-from qwen4exp.vocab.pretrained import read_folder_json
+from qwen4exp.encode.core import TEMPLATE_FORMAT
+from qwen4exp.errors import ChatFormatError, Qwen4ExpError
+from qwen4exp.vocab.loading import TOKENIZER_JSON_LIMIT
+from qwen4exp.vocab.pretrained import read_folder_file, read_folder_json
 from qwen4exp.render.segments import SegmentBuilder
 
 __all__ = ["MODE", "TRUSTED_PROMPTS_MODE", "register", "Qwen4ExpTokenizer"]
@@ -81,13 +84,21 @@ def register() -> None:
 
 
 def parser_flags_problem(tool_parser: str | None, reasoning_parser: str | None, auto_tools: bool,
-                         tokenizer_mode: str | None) -> str | None:
+                         tokenizer_mode: str | None, chat_format: str | None = None) -> str | None:
     """What is wrong with a server's parser flags for the qwen4exp parser (one
     line), or None. The one parser reads reasoning and tool calls together
-    (docs/RUNTIMES.md, "The reply")."""
+    (docs/RUNTIMES.md, "The reply"), in the chat formats qwen4exp knows:
+    `chat_format` "template" (a model folder's own template, see
+    folder_chat_format) takes vLLM's own parsers."""
     tool_parser, reasoning_parser = tool_parser or None, reasoning_parser or None
     if MODE not in (tool_parser, reasoning_parser):
         return None
+    if chat_format == TEMPLATE_FORMAT:
+        flag = "--tool-call-parser" if tool_parser == MODE else "--reasoning-parser"
+        return (f"{flag} {MODE}: the qwen4exp parsers read the Qwen chat formats, and this model folder's "
+                "chat template is none of them (qwen4exp renders it as the folder's own template); use "
+                f"vLLM's parser for the model's family instead (e.g. {flag} "
+                f"{'llama3_json' if flag == '--tool-call-parser' else 'deepseek_r1'})")
     others = sorted(p for p in {tool_parser, reasoning_parser} if p is not None and p != MODE)
     if others:
         return (f"--tool-call-parser {tool_parser} and --reasoning-parser {reasoning_parser}: the qwen4exp "
@@ -120,15 +131,85 @@ def _install_startup_check() -> None:
     def validate_api_server_args(args, *rest, **kwargs):
         outputs = getattr(args, "structured_outputs_config", None)
         reasoning = getattr(outputs, "reasoning_parser", None) or getattr(args, "reasoning_parser", None)
-        problem = parser_flags_problem(getattr(args, "tool_call_parser", None), reasoning,
-                                       bool(getattr(args, "enable_auto_tool_choice", False)),
-                                       getattr(args, "tokenizer_mode", None))
+        tool_parser = getattr(args, "tool_call_parser", None)
+        mode = getattr(args, "tokenizer_mode", None)
+        fmt = None
+        if MODE in (tool_parser, reasoning) and mode in _TOKENIZER_CLASSES:
+            fmt = folder_chat_format(getattr(args, "tokenizer", None) or getattr(args, "model", None))
+        problem = parser_flags_problem(tool_parser, reasoning,
+                                       bool(getattr(args, "enable_auto_tool_choice", False)), mode, fmt)
         if problem is not None:
             raise SystemExit(f"qwen4exp: {problem}")  # one line, no traceback, before the model loads
         return validate(args, *rest, **kwargs)
 
     validate_api_server_args._qwen4exp = True  # type: ignore[attr-defined]
     setattr(launcher, "validate_api_server_args", validate_api_server_args)
+
+
+def folder_chat_format(folder: Any) -> str | None:
+    """The chat format the tokenizer of a model folder will have, read cheaply
+    (its chat template's fingerprint, no vocabulary loaded): a native
+    format's name, TEMPLATE_FORMAT for a template qwen4exp renders as the
+    folder's own, or None when that cannot be told here (not a local folder,
+    no template, a file that does not read: loading the tokenizer reports it)."""
+    named = os.environ.get(CHAT_FORMAT_ENV)
+    if named:
+        return named
+    if not isinstance(folder, (str, os.PathLike)) or not os.path.isdir(folder):
+        return None
+    from qwen4exp.formats import identify_template
+    from qwen4exp.vocab.pretrained import read_chat_template
+
+    try:
+        template = read_chat_template(os.fspath(folder))
+        if template is None:
+            return None
+        return identify_template(template)[0].name
+    except ChatFormatError:
+        return TEMPLATE_FORMAT
+    except (Qwen4ExpError, OSError):
+        return None
+
+
+def _added_specials(folder: str, atoms: dict[str, int]) -> tuple[list[int], list[int]]:
+    """(prefix, suffix) atom ids tokenizer.json's post-processor adds around
+    one text when special tokens are added (a TemplateProcessing's `single`,
+    alone or in a Sequence, as Llama 3's BOS; RobertaProcessing's cls and
+    sep); none for any other post-processor (Qwen's is ByteLevel only)."""
+    import json
+
+    raw = read_folder_file(os.path.join(folder, "tokenizer.json"), "tokenizer.json", TOKENIZER_JSON_LIMIT)
+    try:
+        post = json.loads(raw or b"{}").get("post_processor")
+    except (ValueError, AttributeError):
+        return [], []  # loading the tokenizer has read it: not reached
+    steps = post.get("processors", ()) if isinstance(post, dict) and post.get("type") == "Sequence" else [post]
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        if step.get("type") == "RobertaProcessing":
+            cls, sep = step.get("cls"), step.get("sep")
+            if isinstance(cls, list) and isinstance(sep, list) and cls[0] in atoms and sep[0] in atoms:
+                return [atoms[cls[0]]], [atoms[sep[0]]]
+        if step.get("type") != "TemplateProcessing" or not isinstance(step.get("single"), list):
+            continue
+        prefix: list[int] = []
+        suffix: list[int] = []
+        side = prefix
+        for piece in step["single"]:
+            if not isinstance(piece, dict):
+                return [], []
+            if "Sequence" in piece:
+                side = suffix
+            else:
+                name = str((piece.get("SpecialToken") or {}).get("id"))
+                spec = (step.get("special_tokens") or {}).get(name) or {}
+                ids: list[Any] = spec["ids"] if isinstance(spec.get("ids"), list) else [atoms.get(name)]
+                if any(not isinstance(i, int) for i in ids):
+                    return [], []
+                side.extend(ids)
+        return prefix, suffix
+    return [], []
 
 
 def _special_atom_ids(tok: qwen4exp.Tokenizer) -> list[int]:
@@ -173,7 +254,8 @@ class Qwen4ExpTokenizer:
     vocab_files_names = {"vocab_file": "qwen.tiktoken"}
 
     def __init__(self, tok: qwen4exp.Tokenizer, *, name_or_path: str = "", config: dict | None = None,
-                 truncation_side: str = "left") -> None:
+                 truncation_side: str = "left",
+                 added_specials: tuple[list[int], list[int]] = ([], [])) -> None:
         self.qwen4exp_tokenizer = tok
         self.name_or_path = name_or_path
         self._truncation_side = truncation_side
@@ -198,6 +280,8 @@ class Qwen4ExpTokenizer:
         spellings = sorted(self._atoms, key=len, reverse=True)
         self._atom_pattern = re.compile("(" + "|".join(map(re.escape, spellings)) + ")")
         self._max_chars: int | None = None
+        # Atoms tokenizer.json's post-processor adds to one text (add_special_tokens=True).
+        self._prefix, self._suffix = added_specials
 
     # -- construction ----------------------------------------------------------
 
@@ -207,9 +291,10 @@ class Qwen4ExpTokenizer:
                         **kwargs) -> "Qwen4ExpTokenizer":
         """Load a model folder (or a hub repository's tokenizer files) with
         `qwen4exp.Tokenizer.from_pretrained`: the bundled vocabulary when the
-        folder's is the same, the chat format the folder's template is. An
-        unknown template is an error naming the nearest format; set
-        $QWEN4EXP_CHAT_FORMAT (or pass chat_format=) to name one."""
+        folder's is the same, the chat format the folder's template is, or
+        for any other template that template itself (chat_format "template",
+        rendered with provenance); set $QWEN4EXP_CHAT_FORMAT (or pass
+        chat_format=) to name a native format instead."""
         folder = str(path_or_repo_id)
         if not os.path.isdir(folder):
             folder = _download(folder, revision, download_dir, kwargs.get("token"))
@@ -217,12 +302,13 @@ class Qwen4ExpTokenizer:
         tok = qwen4exp.Tokenizer.from_pretrained(folder, chat_format=chat_format)
         config = read_folder_json(os.path.join(folder, "tokenizer_config.json"), "tokenizer_config.json") or {}
         return cls(tok, name_or_path=str(path_or_repo_id), config=config,
-                   truncation_side=kwargs.get("truncation_side", "left"))
+                   truncation_side=kwargs.get("truncation_side", "left"),
+                   added_specials=_added_specials(folder, dict(tok.atoms)))
 
     # -- vocabulary ------------------------------------------------------------
 
     def num_special_tokens_to_add(self) -> int:
-        return 0  # Qwen adds no BOS/EOS to plain text
+        return len(self._prefix) + len(self._suffix)  # Qwen: none; Llama 3: its BOS
 
     @property
     def all_special_tokens(self) -> list[str]:
@@ -318,7 +404,12 @@ class Qwen4ExpTokenizer:
 
     def encode(self, text: str, truncation: bool | None = None, max_length: int | None = None,
                add_special_tokens: bool = True) -> list[int]:
-        return self._truncate(self._encode_text(text), truncation, max_length)
+        ids = self._encode_text(text)
+        if not (add_special_tokens and (self._prefix or self._suffix)):
+            return self._truncate(ids, truncation, max_length)
+        # As transformers: the text is cut to leave room for the added atoms.
+        room = None if max_length is None else max(0, max_length - self.num_special_tokens_to_add())
+        return [*self._prefix, *self._truncate(ids, truncation, room), *self._suffix]
 
     def __call__(self, text: str | list[str], text_pair: str | None = None, add_special_tokens: bool = True,
                  truncation: bool = False, max_length: int | None = None, **kwargs) -> _Encoding:
@@ -327,9 +418,9 @@ class Qwen4ExpTokenizer:
         if kwargs.get("return_offsets_mapping"):
             raise ValueError("qwen4exp tokenizer: return_offsets_mapping is not supported")
         if isinstance(text, str):
-            ids = self.encode(text, truncation, max_length)
+            ids = self.encode(text, truncation, max_length, add_special_tokens)
             return _Encoding(input_ids=ids, attention_mask=[1] * len(ids))
-        batch = [self.encode(t, truncation, max_length) for t in text]
+        batch = [self.encode(t, truncation, max_length, add_special_tokens) for t in text]
         return _Encoding(input_ids=batch, attention_mask=[[1] * len(ids) for ids in batch])
 
     def apply_chat_template(self, messages: list, tools: list[dict[str, Any]] | None = None,

@@ -40,6 +40,7 @@ from vllm.parser.abstract_parser import Parser
 from vllm.reasoning import ReasoningParser
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
+from qwen4exp.encode.core import TEMPLATE_FORMAT
 from qwen4exp.markers import Marker
 
 from qwen4exp.runtimes.vllm_render import render_request
@@ -59,6 +60,9 @@ def _qwen4exp(tokenizer) -> Any:
     if tok is None:
         raise TypeError("the qwen4exp parsers need --tokenizer-mode qwen4exp, not a "
                         f"{type(tokenizer).__name__}")
+    if tok.chat_format == TEMPLATE_FORMAT:  # the API server refuses this at startup (vllm.parser_flags_problem)
+        raise TypeError("the qwen4exp parsers read the Qwen chat formats, and this model folder's chat "
+                        "template is none of them; use vLLM's parser for the model's family")
     return tok
 
 
@@ -189,7 +193,8 @@ class Qwen4ExpParser(Parser):
 
     def _noted(self, message: dict) -> None:
         """Log the ids of the model's padded rows the reply had (they spell nothing)."""
-        notes = [n for n in message.get("notes", ()) if "id" in n]  # the others are re-render notes
+        # Only the padded rows' notes have an id (a re-render note has none).
+        notes = [n for n in message.get("notes") or () if "id" in n]
         if notes:
             logger.info("qwen4exp: the reply has %d id(s) of the model's padded embedding rows (past the "
                         "tokenizer's %d ids, e.g. %d); they spell nothing", len(notes),

@@ -13,6 +13,7 @@ continue.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from vllm.exceptions import VLLMValidationError
@@ -21,8 +22,9 @@ from vllm.renderers.base import BaseRenderer
 from qwen4exp.errors import Qwen4ExpError
 from qwen4exp.formats import OPTION_NAMES
 from qwen4exp.formats import chat_format as format_named
+from qwen4exp.encode.core import TEMPLATE_FORMAT
 
-from qwen4exp.runtimes.vllm_requests import materialize_messages
+from qwen4exp.runtimes.vllm_requests import materialize_messages, template_arguments
 
 __all__ = ["Qwen4ExpRenderer", "render_request", "render_arguments"]
 
@@ -136,16 +138,29 @@ def _materialize(messages: Any) -> list:
 def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
     """(messages, options) for `tok.render_chat` from a request's messages and
     its chat_template_kwargs; VLLMValidationError for what the renderer cannot
-    honour (a template of its own, continue_final_message, documents). Other
+    honour (a template of its own, continue_final_message, documents). A
+    tokenizer of a folder's own template takes every key as a template
+    variable (vllm_requests.template_arguments). Other
     keys are ignored, as vLLM's `hf` renderer ignores variables a template does
     not use: vLLM adds server-wide ones (cohere_format) to every request."""
+    q = tok.qwen4exp_tokenizer
+    own = q.chat_format == TEMPLATE_FORMAT
     if kwargs.get("chat_template") is not None:
+        what = "its own Jinja template" if own else f"chat format ({q.chat_format})"
         raise _refuse("a chat template cannot be used with --tokenizer-mode qwen4exp: the model folder's "
-                      f"chat format ({tok.qwen4exp_tokenizer.chat_format}) is rendered by qwen4exp itself, "
-                      "with provenance; leave chat_template out", "chat_template")
+                      f"{what} is rendered by qwen4exp itself, with provenance; leave chat_template out",
+                      "chat_template")
     if kwargs.get("continue_final_message"):
         raise _refuse("continue_final_message is not supported: qwen4exp renders whole turns",
                       "continue_final_message")
+    if own:
+        template = q.core.template.template
+        try:
+            kwargs = {**kwargs, "tools": _tools(kwargs.get("tools"))}
+            return template_arguments(q, _materialize(messages), kwargs,
+                                      reads_parts=_reads_content_parts(template))
+        except Qwen4ExpError as exc:
+            raise _refuse(str(exc), "messages") from None
     if kwargs.get("documents"):
         raise _refuse("documents are not part of the Qwen chat formats", "documents")
     messages = _materialize(messages)
@@ -167,6 +182,17 @@ def render_arguments(tok, messages: Any, kwargs: dict) -> tuple[list, dict]:
             continue
         options[key] = value
     return [_message(m, i) for i, m in enumerate(messages)], options
+
+
+@lru_cache(maxsize=8)
+def _reads_content_parts(template: str) -> bool:
+    """Whether a template iterates over a message's content parts (vLLM's
+    "openai" content format), as vLLM's hf renderer detects it."""
+    try:
+        from vllm.renderers.hf import _detect_content_format
+    except ImportError:  # another vLLM: the common case, a template of strings
+        return False
+    return _detect_content_format(template, default="string") == "openai"
 
 
 def render_request(tok, messages: Any, kwargs: dict):
@@ -201,9 +227,28 @@ class Qwen4ExpRenderer(BaseRenderer):
         kwargs = dict(params.chat_template_kwargs or {})
         if params.chat_template is not None:  # the request's own, or the server's --chat-template
             kwargs["chat_template"] = params.chat_template
-        chat, ids = render_request(tok, messages, kwargs)
+        source = messages
+        if tok.qwen4exp_tokenizer.chat_format == TEMPLATE_FORMAT and params.chat_template is None:
+            source = self._vllm_conversation(tok, messages, params)
+        chat, ids = render_request(tok, source, kwargs)
         # The prompt text is for logs and return_prompt_text only: vLLM uses the ids.
         return _conversation(messages), {"prompt_token_ids": ids, "prompt": chat.text}
+
+    def _vllm_conversation(self, tok, messages: list, params) -> list:
+        """The messages as vLLM's `hf` renderer hands a model folder's own
+        template (its parse_chat_messages: content as a string or text parts
+        by the template's content format, tool-call arguments as dicts,
+        `reasoning` also as `reasoning_content`); media parts were refused
+        before. The values stay the caller's: the template renders them as DATA."""
+        try:
+            from vllm.renderers.chat_utils import parse_chat_messages
+        except ImportError:  # another vLLM: template_arguments converts them itself
+            return messages
+        given = params.chat_template_content_format
+        content_format = given if given in ("string", "openai") else (
+            "openai" if _reads_content_parts(tok.qwen4exp_tokenizer.core.template.template) else "string")
+        conversation, _, _ = parse_chat_messages(messages, self.model_config, content_format=content_format)
+        return conversation
 
     def _media_refusal(self, i: int, j: int, kind: Any) -> VLLMValidationError:
         """The HTTP 400 for a media part, before any media is fetched. A

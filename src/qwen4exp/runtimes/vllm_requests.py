@@ -8,7 +8,10 @@ vllm_parse) call these, and the fast tests (tests/) run them without vLLM.
   Chat Completions, which converts them itself (`/tokenize` does not);
 * `Atoms`: the atom ids the parsers look for;
 * `output_parser`: the completion parser for a request's output, with the
-  model's padded embedding rows allowed (they spell nothing, as in HF).
+  model's padded embedding rows allowed (they spell nothing, as in HF);
+* `template_arguments`: a request's messages and template kwargs for a model
+  folder's own Jinja template (chat_format "template"), as vLLM's `hf`
+  renderer hands them to apply_chat_template.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from qwen4exp.parse.completion import CompletionParser
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError
 from qwen4exp.markers import Marker
 
-__all__ = ["Atoms", "materialize_messages", "output_parser"]
+__all__ = ["Atoms", "materialize_messages", "output_parser", "template_arguments"]
 
 #: The message fields vLLM's request models validate as lazy iterables.
 _ITERABLE_FIELDS = ("tool_calls", "content")
@@ -152,3 +155,56 @@ def output_parser(tok, chat, prompt_ids: Sequence[int] | None, tools: Any,
     except (Qwen4ExpError, TypeError, ValueError):  # tools of a shape the formats do not read
         parser = tok.completion_parser(chat_format=tok.chat_format, in_reasoning=opened, embedding_rows=rows)
     return parser, opened
+
+
+#: chat_template_kwargs that are not template variables (vLLM's hf renderer
+#: drops the first three), or that are passed by their own name.
+_NOT_TEMPLATE_VARIABLES = frozenset({"chat_template", "tokenize", "return_dict", "continue_final_message",
+                                     "add_generation_prompt", "tools"})
+#: Content parts vLLM reads as text (the Responses API's two besides "text").
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+
+def template_arguments(tok, messages: list, kwargs: dict, *, reads_parts: bool) -> tuple[list, dict]:
+    """(messages, options) for `tok.render_chat` when `tok` renders its model
+    folder's own template, from a request's messages (lists, see
+    materialize_messages) and its chat_template_kwargs, as vLLM's `hf` renderer
+    hands them to transformers' apply_chat_template: every kwarg a template
+    variable (`documents`, `enable_thinking`, ...; the template ignores those
+    it does not read), `tools` as sent; a `developer` turn as `system` unless
+    the template names that role; `reasoning` also as `reasoning_content`;
+    text parts joined by newlines unless the template reads content parts
+    (`reads_parts`, vLLM's "openai" content format). ChatFormatError for a
+    part that is not text (the renderer passes text only)."""
+    template = tok.core.template.template
+    options: dict[str, Any] = {"add_generation_prompt": kwargs.get("add_generation_prompt", True)}
+    tools = kwargs.get("tools")
+    if tools is not None:
+        options["tools"] = [t.model_dump() if hasattr(t, "model_dump") else t for t in tools]
+    for key, value in kwargs.items():
+        if key not in _NOT_TEMPLATE_VARIABLES:
+            options[key] = value
+    developer = '"developer"' in template or "'developer'" in template
+    out = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            out.append(msg)  # render_chat names what is wrong with it
+            continue
+        msg = dict(msg)
+        if msg.get("role") == "developer" and not developer:
+            msg["role"] = "system"
+        if msg.get("reasoning") is not None and msg.get("reasoning_content") is None:
+            msg["reasoning_content"] = msg["reasoning"]
+        content = msg.get("content")
+        if isinstance(content, list):
+            texts = []
+            for j, part in enumerate(content):
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind not in _TEXT_PARTS or not isinstance(part.get("text"), str):
+                    raise ChatFormatError(f"messages[{i}].content[{j}]: {kind!r} parts are not supported "
+                                          "(the qwen4exp renderer passes text only)")
+                texts.append(part["text"])
+            msg["content"] = ([{**p, "type": "text"} for p in content] if reads_parts
+                              else "\n".join(texts))
+        out.append(msg)
+    return out, options
