@@ -38,7 +38,8 @@ CONTEXTS = {
 }
 
 
-@pytest.fixture(scope="module", params=["qwen3", "qwen3.6"])
+# qwen3.6 (its own merges, marks in letter runs) with -m slow: ~9 s of the default run
+@pytest.fixture(scope="module", params=["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)])
 def vocabulary(request):
     """(vocabulary name, our tokenizer without a cache, HF reference, tokenizer.json path)."""
     if request.param == "qwen3":

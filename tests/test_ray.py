@@ -190,6 +190,7 @@ def test_request_options_and_chat_format_in_rows(qray, tmp_path, capsys):
     assert out.column("error").to_pylist() == [local_err.get(i) for i in range(len(convs))]
 
 
+@pytest.mark.slow  # ~10 s (a Qwen3.6 folder); the CLI's folder defaults: test_cli_folders.py
 def test_a_model_folder_tokenizer_renders_with_its_defaults(qray, tmp_path, qwen36_json):
     """A tokenizer of a Qwen3.5 small model's folder (thinking off by its
     template) renders each row as its render_chat does: thinking off unless
