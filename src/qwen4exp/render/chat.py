@@ -73,21 +73,10 @@ def render_chat(
     return chat
 
 
-def render_chat_into(
-    messages: Sequence[MessageLike],
-    out: RenderedChat,
-    *,
-    tools: Sequence[ToolLike] | None = None,
-    add_generation_prompt: bool = False,
-    enable_thinking: bool | None = None,
-    chat_format: str | None = None,
-    preserve_thinking: bool | None = None,
-    reasoning_effort: str | None = None,
-    add_vision_id: bool | None = None,
-) -> None:
-    """Render into `out`, replacing its contents only once the whole request
-    has been validated and rendered; on any error `out` is left exactly as it was."""
+def render_chat_into(messages: Sequence[MessageLike], out: RenderedChat, **options: Any) -> None:
+    """Render into `out` (render_chat's keyword options), replacing its contents
+    only once the whole request has been validated and rendered; on any error
+    `out` is left exactly as it was."""
     if not isinstance(out, RenderedChat):
         raise TypeError(f"out must be a RenderedChat, not {type(out).__name__}")
-    out._commit(_build(messages, tools, add_generation_prompt, enable_thinking, chat_format,
-                        preserve_thinking, reasoning_effort, add_vision_id))
+    out._take(render_chat(messages, **options))

@@ -206,6 +206,11 @@ class RenderedChat:
         self._generation = record.generation
         self._segments = self._spans = None
 
+    def _take(self, other: "RenderedChat") -> None:
+        """Replace the contents with another chat's (attribute stores only)."""
+        for name in self.__slots__:
+            setattr(self, name, getattr(other, name))
+
     def __len__(self) -> int:
         return len(self._data)
 
