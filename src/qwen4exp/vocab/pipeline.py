@@ -223,21 +223,29 @@ class _ByteLevel:
         return [p.encode("utf-8").decode("latin-1").translate(_STAND_IN) for p in pieces]
 
 
+def _steps(spec: dict, key: str, where: str) -> list[tuple[Any, str]]:
+    """A Sequence's steps, each with where it is."""
+    steps = spec.get(key)
+    if not isinstance(steps, list):
+        raise PipelineError(f"{where}.{key} must be a list")
+    return [(s, f"{where}.{key}[{i}]") for i, s in enumerate(steps)]
+
+
+def _chained(funcs: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """The steps one after another."""
+    def run(value: Any) -> Any:
+        for f in funcs:
+            value = f(value)
+        return value
+    return run
+
+
 def _pre_tokenizer(spec: Any, where: str) -> Callable[[list[str]], list[str]]:
     if not isinstance(spec, dict):
         raise PipelineError(f"{where} must be an object")
     kind = spec.get("type")
     if kind == "Sequence":
-        steps = spec.get("pretokenizers")
-        if not isinstance(steps, list):
-            raise PipelineError(f"{where}.pretokenizers must be a list")
-        funcs = [_pre_tokenizer(s, f"{where}.pretokenizers[{i}]") for i, s in enumerate(steps)]
-
-        def run(pieces: list[str]) -> list[str]:
-            for f in funcs:
-                pieces = f(pieces)
-            return pieces
-        return run
+        return _chained([_pre_tokenizer(s, w) for s, w in _steps(spec, "pretokenizers", where)])
     if kind == "Split":
         behavior = spec.get("behavior")
         if behavior not in BEHAVIORS:
@@ -300,20 +308,8 @@ def _normalizer(spec: Any, where: str) -> Callable[[str], str] | None:
         raise PipelineError(f"{where} must be an object or null")
     kind = spec.get("type")
     if kind == "Sequence":
-        steps = spec.get("normalizers")
-        if not isinstance(steps, list):
-            raise PipelineError(f"{where}.normalizers must be a list")
-        funcs = [f for i, s in enumerate(steps) if (f := _normalizer(s, f"{where}.normalizers[{i}]")) is not None]
-        if not funcs:
-            return None
-        if len(funcs) == 1:
-            return funcs[0]
-
-        def run(text: str) -> str:
-            for f in funcs:
-                text = f(text)
-            return text
-        return run
+        funcs = [f for s, w in _steps(spec, "normalizers", where) if (f := _normalizer(s, w)) is not None]
+        return None if not funcs else funcs[0] if len(funcs) == 1 else _chained(funcs)
     if kind == "NFC":
         return _nfc
     if kind == "NFKC":
