@@ -30,40 +30,38 @@ _MODULE_CALLS = {("os", "open"), ("os", "fdopen"), ("io", "open"), ("gzip", "ope
                  ("tarfile", "open"), ("shutil", "copyfile"), ("shutil", "copyfileobj"), ("shutil", "copy")}
 _ANY_RECEIVER = {"read_text", "read_bytes"}  # pathlib.Path and importlib.metadata.Distribution
 
-# (module file, enclosing function, call) -> why it need not go through the reader.
-JUSTIFIED = {
-    ("files.py", "open_regular_file", "os.open"): "the reader itself (non-blocking, kind checked twice)",
-    ("files.py", "open_regular_file", "os.fdopen"): "the reader itself",
-    ("pretrained.py", "_bundled_fact", "np.load"): "package data: a bundled compiled vocabulary",
-    ("loading.py", "bundled_arrays", "np.load"): "package data: a bundled compiled vocabulary",
-    ("loading.py", "compiled_file", "np.load"): "the cache entry qwen4exp wrote (isfile first, then checked "
-                                                "array by array; a bad one is recompiled)",
-    ("loading.py", "compiled_file", "open"): "writes the cache entry (a new temporary file)",
-    ("vocabulary.py", "_manifest", "open"): "package data: vocabularies.json",
-    ("vocabulary.py", "_manifest", "json.load"): "package data: vocabularies.json",
-    ("gate.py", "load_oracle", "open"): "package data: runtimes/gate_oracle.json",
-    ("gate.py", "load_oracle", "json.load"): "package data: runtimes/gate_oracle.json",
-    ("_version.py", "_installed", "dist.read_text"): "the installed distribution's own metadata",
-    ("_version.py", "_source_tree", "open"): "the source checkout's pyproject.toml",
-    ("compile.py", "compile_bundled", "open"): "build step (setup.py): the source tree's vocab/",
-    ("compile.py", "write_arrays", "open"): "writes a compiled vocabulary (build step)",
-    ("hf.py", "Qwen4ExpTokenizer.save_pretrained", "open"): "writes the caller's save directory",
-    ("hf.py", "Qwen4ExpTokenizer.save_vocabulary", "shutil.copyfile"):
-        "copies the folder's tokenizer.json it loaded; shutil refuses a FIFO or device (SpecialFileError)",
-    ("common.py", "silence_stdout", "os.open"): "os.devnull, for writing",
-    ("_descriptor.py", "ChatFormat.official_template", "open"): "package data: formats/templates/",
-    ("model_folder.py", "write_model_folder", "open"): "writes the new folder's tokenizer.json (staging)",
-    ("model_folder.py", "_write_files", "open"): "writes the new folder's files (staging)",
-    ("model_folder.py", "_write_json", "open"): "writes the new folder's files (staging)",
-    ("sources.py", "_open_jsonl", "gzip.GzipFile"): "decompresses the file open_regular_file opened",
-    ("sources.py", "ParquetSource.__init__", "pq.ParquetFile"):
-        "IN, checked by check_input_file first (pyarrow reads it by path, without Python in between)",
-    ("ray_engine.py", "_encode_work", "pq.ParquetFile"): "IN, checked by the driver before any worker opens it",
-    ("sinks.py", "ParquetSink._close", "os.open"): "the sink's own temporary file, to fsync it",
-    ("sinks.py", "JsonlSink._open", "os.fdopen"): "writes the sink's own temporary file",
-    ("sinks.py", "JsonlSink._open", "gzip.GzipFile"): "writes the sink's own temporary file",
-    ("sinks.py", "ErrorsFile.write", "os.fdopen"): "writes the errors file's own temporary file",
-}
+# module file | enclosing function | call | why it need not go through the reader
+_JUSTIFIED_TABLE = """
+files.py | open_regular_file | os.open | the reader itself (non-blocking, kind checked twice)
+files.py | open_regular_file | os.fdopen | the reader itself
+pretrained.py | _bundled_fact | np.load | package data: a bundled compiled vocabulary
+loading.py | bundled_arrays | np.load | package data: a bundled compiled vocabulary
+loading.py | compiled_file | np.load | the cache entry qwen4exp wrote (isfile first, then checked array by array; a bad one is recompiled)
+loading.py | compiled_file | open | writes the cache entry (a new temporary file)
+vocabulary.py | _manifest | open | package data: vocabularies.json
+vocabulary.py | _manifest | json.load | package data: vocabularies.json
+gate.py | load_oracle | open | package data: runtimes/gate_oracle.json
+gate.py | load_oracle | json.load | package data: runtimes/gate_oracle.json
+_version.py | _installed | dist.read_text | the installed distribution's own metadata
+_version.py | _source_tree | open | the source checkout's pyproject.toml
+compile.py | compile_bundled | open | build step (setup.py): the source tree's vocab/
+compile.py | write_arrays | open | writes a compiled vocabulary (build step)
+hf.py | Qwen4ExpTokenizer.save_pretrained | open | writes the caller's save directory
+hf.py | Qwen4ExpTokenizer.save_vocabulary | shutil.copyfile | copies the folder's tokenizer.json it loaded; shutil refuses a FIFO or device (SpecialFileError)
+common.py | silence_stdout | os.open | os.devnull, for writing
+_descriptor.py | ChatFormat.official_template | open | package data: formats/templates/
+model_folder.py | write_model_folder | open | writes the new folder's tokenizer.json (staging)
+model_folder.py | _write_files | open | writes the new folder's files (staging)
+model_folder.py | _write_json | open | writes the new folder's files (staging)
+sources.py | _open_jsonl | gzip.GzipFile | decompresses the file open_regular_file opened
+sources.py | ParquetSource.__init__ | pq.ParquetFile | IN, checked by check_input_file first (pyarrow reads it by path, without Python in between)
+ray_engine.py | _encode_work | pq.ParquetFile | IN, checked by the driver before any worker opens it
+sinks.py | ParquetSink._close | os.open | the sink's own temporary file, to fsync it
+sinks.py | JsonlSink._open | os.fdopen | writes the sink's own temporary file
+sinks.py | JsonlSink._open | gzip.GzipFile | writes the sink's own temporary file
+sinks.py | ErrorsFile.write | os.fdopen | writes the errors file's own temporary file
+"""
+JUSTIFIED = {tuple(row.split(" | ", 3)[:3]): row.split(" | ", 3)[3] for row in _JUSTIFIED_TABLE.strip().splitlines()}
 
 
 def file_calls(path: Path):
