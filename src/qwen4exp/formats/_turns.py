@@ -1,4 +1,4 @@
-"""Turn pieces both renderers write the same way (formats/qwen3.py, qwen35.py).
+"""Turn pieces the renderers write the same way (formats/qwen3.py, qwen35.py, qwen3_coder.py).
 
 Each appends to a renderer's list of parts, which strictly alternate
 CONTROL, DATA, ... (formats/_control.py); a call leaves it ending in DATA.
@@ -9,9 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from qwen4exp.render.validate import TOOL, Message
-from qwen4exp.formats._control import TOOL_CALL, TOOL_CALL_END, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END, TOOL_RESPONSE_END_IM_END
+from qwen4exp.formats._control import (
+    IM_END, IM_START, TOOL_CALL, TOOL_CALL_END, TOOL_CALL_END_IM_END, TOOL_RESPONSE_END, TOOL_RESPONSE_END_IM_END,
+)
 
-__all__ = ["write_calls", "close_tool_response"]
+__all__ = ["write_calls", "close_tool_response", "text_user_turn"]
+
+
+def text_user_turn(content: bytes) -> tuple[bytes, ...]:
+    """A user turn of text: its parts, CONTROL first."""
+    return (IM_START, b"user\n" + content, IM_END, b"\n")
 
 
 def write_calls(parts: list[bytes], calls: Sequence[tuple[bytes, bytes]],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from qwen4exp.render.validate import ASSISTANT, JSON_CALLS, TOOL, USER, Request, Rules
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
-from qwen4exp.formats._turns import close_tool_response, write_calls
+from qwen4exp.formats._turns import text_user_turn, close_tool_response, write_calls
 from qwen4exp.formats._control import (
     IM_START, IM_END, THINK, THINK_END, TOOL_CALL, TOOL_RESPONSE, TOOL_CALL_PAIR, TOOL_CALL_END_IM_END,
     NO_THINKING_PROMPT,
@@ -95,7 +95,7 @@ def _render(req: Request, thinking: bool) -> RenderedParts:
         assert isinstance(content, bytes)  # no media parts: validation refuses them here
         if role == USER:
             mark(len(parts))
-            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
+            extend(text_user_turn(content))
         elif role == ASSISTANT:
             mark(len(parts))
             if i > last_query and (i == n - 1 or reasoning):

@@ -38,6 +38,7 @@ from typing import Any
 
 from qwen4exp.render.segments import utf8
 from qwen4exp.render.validate import ASSISTANT, TOOL, USER, XML_PYTHON, Request, Rules, tojson
+from qwen4exp.formats._turns import text_user_turn
 from qwen4exp.formats._descriptor import ChatFormat, RenderedParts, fingerprints
 from qwen4exp.formats._control import (
     IM_START, IM_END, TOOL_CALL, TOOL_CALL_END, TOOL_RESPONSE, TOOL_RESPONSE_END, TOOL_CALL_END_IM_END,
@@ -162,7 +163,7 @@ def render_qwen3_coder(req: Request) -> RenderedParts:
         assert isinstance(content, bytes)  # no media parts: validation refuses them here
         if role == USER:
             mark(len(parts))
-            extend((IM_START, b"user\n" + content, IM_END, b"\n"))
+            extend(text_user_turn(content))
         elif role == ASSISTANT:
             mark(len(parts))
             add(IM_START)
