@@ -35,6 +35,7 @@ def test_ids_equal_transformers(tok, name):
 TYPED = [m.value for m in Marker] + ["<|image_pad|>"]  # the template markers and a media placeholder
 
 
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("marker", TYPED)
 @pytest.mark.parametrize("way_in", ["encode", "encode_segments", "render_chat"])
 def test_a_typed_marker_stays_data(vocab_tok, vocab_hf, way_in, marker):

@@ -102,6 +102,7 @@ def test_notes_traps(vocab_tok, vocab_hf):
     assert_same(vocab_tok, vocab_hf, NOTES_TRAPS, threads=1)
 
 
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)  # 3.6: test_sampled_* and the slow run
 @pytest.mark.parametrize("name", ["code", "multilingual", "whitespace"])
 def test_corpus_lines(vocab_tok, vocab_hf, name):
     """Every line of the corpora; of the 3 MB code corpus, the lines of every
@@ -127,6 +128,7 @@ def test_corpus_in_64k_pieces(vocab_tok, vocab_hf, name):
     assert_same(vocab_tok, vocab_hf, [text[i : i + 65536] for i in range(0, len(text), 65536)])
 
 
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("cache_size", [4, 64, 2048])
 def test_small_caches_fill_and_empty(vocab_hf, vocab, cache_size):
     """Word caches far smaller than the text, so they fill and are emptied again

@@ -85,6 +85,7 @@ ROUNDS_OF_SAME_WORDS = 40  # the bug it guards against showed in ~1 result of 15
 ROUNDS_OF_SAME_WORDS_36 = 12
 
 
+@pytest.mark.parametrize("vocab", ["qwen3", pytest.param("qwen3.6", marks=pytest.mark.slow)], indirect=True)
 def test_threads_meeting_the_same_new_words_in_the_same_order(vocab, vocab_hf):
     check_same_words_same_order(vocab, vocab_hf, ROUNDS_OF_SAME_WORDS if vocab == "qwen3" else ROUNDS_OF_SAME_WORDS_36)
 

@@ -133,8 +133,9 @@ def _storm(kind, source, period, batches):
     return done, interrupted
 
 
-@pytest.mark.parametrize("kind", ["texts", "chats"])
-@pytest.mark.parametrize("source", ["sigint", "sigalrm"])
+@pytest.mark.parametrize("kind,source", [("texts", "sigint"), ("chats", "sigalrm"),  # the others with -m slow
+                                         pytest.param("chats", "sigint", marks=pytest.mark.slow),
+                                         pytest.param("texts", "sigalrm", marks=pytest.mark.slow)])
 def test_signal_storm_during_native_batch(kind, source):
     _storm(kind, source, 0.001, 1200)
 

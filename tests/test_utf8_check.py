@@ -18,7 +18,7 @@ EDGES = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2,
 CONTEXTS = (b"", "é".encode(), "中".encode(), "😀".encode())
 
 
-@pytest.fixture(params=[2, 1, 0], ids=["avx2", "ssse3", "bytes"], autouse=True)
+@pytest.fixture(params=[2, pytest.param(1, marks=pytest.mark.slow), 0], ids=["avx2", "ssse3", "bytes"], autouse=True)
 def width(request):
     """Each test at each vector width this CPU has (0: the byte loop alone)."""
     best = utf8_simd_level()
