@@ -25,8 +25,8 @@ TOOL_RESPONSE_END_IM_END = TOOL_RESPONSE_END + IM_END
 #: The generation prompt's empty reasoning block (thinking off), DATA between.
 NO_THINKING_PROMPT = (THINK, b"\n\n", THINK_END, b"\n\n")
 
-# The XML formats' instructions after the tools' schemas (qwen3.5 family and
-# qwen3-coder write the same): DATA and CONTROL parts in order, up to the
+# The XML formats' instructions after the tools' schemas (every format whose
+# calls are XML writes the same): DATA and CONTROL parts in order, up to the
 # TOOL_CALL pair; then XML_TOOLS_LAST, the text that closes them.
 XML_TOOLS_TAIL = (
     b"\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "

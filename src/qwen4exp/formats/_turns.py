@@ -1,4 +1,4 @@
-"""Turn pieces the renderers write the same way (formats/qwen3.py, qwen35.py, qwen3_coder.py).
+"""Turn pieces the renderers write the same way (the format modules of this package).
 
 Each appends to a renderer's list of parts, which strictly alternate
 CONTROL, DATA, ... (formats/_control.py); a call leaves it ending in DATA.
