@@ -27,10 +27,11 @@ import shutil
 import tempfile
 
 from qwen4exp.errors import ChatFormatError, Qwen4ExpError, VocabularyError
-from qwen4exp.formats import chat_format as format_named
+from qwen4exp.formats import chat_format as format_named, default_format
 from qwen4exp.markers import Marker
 from qwen4exp.vocab.files import read_regular_file
 from qwen4exp.vocab.loading import DATA_DIR, TOKENIZER_JSON_LIMIT
+from qwen4exp.vocab.vocabulary import VOCABULARIES
 
 _IM_END, _END_OF_TEXT = Marker.IM_END.value, Marker.END_OF_TEXT.value
 
@@ -39,6 +40,12 @@ __all__ = ["write_model_folder", "official_template"]
 # The model's embedding rows per vocabulary: padded past the last id, as Qwen's are.
 _EMBEDDING_ROWS = {"qwen3": 151936, "qwen3.6": 248320}
 _TOKEN_FLAGS = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
+
+
+def _ships_tokenizer_json(vocabulary: str) -> bool:
+    """Whether the package holds the vocabulary's tokenizer.json (Qwen3's); the
+    Qwen3.5/3.6 vocabulary ships as tiktoken ranks (vocab/vocabularies.json)."""
+    return VOCABULARIES[vocabulary].kind == "tokenizer.json"
 
 
 class ModelFolderError(Qwen4ExpError):
@@ -51,7 +58,7 @@ def official_template(chat_format: str) -> str:
     return format_named(chat_format).official_template()
 
 
-def write_model_folder(directory: str | os.PathLike, chat_format: str = "qwen3", *,
+def write_model_folder(directory: str | os.PathLike, chat_format: str | None = None, *,
                        tokenizer_json: str | os.PathLike | None = None,
                        template: str | None = None, template_file: bool = False) -> str:
     """Write a tiny model folder for `chat_format` at `directory` and return its path.
@@ -60,19 +67,20 @@ def write_model_folder(directory: str | os.PathLike, chat_format: str = "qwen3",
     tokenizer.json to copy (default: the bundled Qwen3 file; required for the
     qwen3.5 / 3.6 / 3.8 formats, whose vocabulary ships as tiktoken ranks: take
     the file from any Qwen3.5/3.6 model repository). `template`: the chat
-    template text (default: the format's official one). `template_file`: write
+    template text (default: the format's official one). `chat_format` None:
+    the default vocabulary's default format. `template_file`: write
     it as chat_template.jinja beside tokenizer_config.json, as newer
     repositories do. ChatFormatError for an unknown format, or a tokenizer.json
     of another vocabulary than the format's; VocabularyError for a file that is
     not a Qwen-family tokenizer.json; ModelFolderError for a target in use.
     """
-    fmt = format_named(chat_format)
+    fmt = format_named(chat_format) if chat_format is not None else default_format()
     target = os.path.abspath(os.fspath(directory))
     if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)
                                         and not os.listdir(target)):
         raise ModelFolderError(f"write_model_folder: {target!r} exists and is not an empty directory")
     if tokenizer_json is None:
-        if fmt.vocabulary != "qwen3":
+        if not _ships_tokenizer_json(fmt.vocabulary):
             raise VocabularyError(
                 f"write_model_folder: the {fmt.name!r} format's vocabulary ({fmt.vocabulary}) ships as "
                 "tiktoken ranks; pass tokenizer_json= (the tokenizer.json of a Qwen3.5/3.6 model repository)")
@@ -143,7 +151,7 @@ def _write_files(folder: str, vocabulary: str, added: list[dict], template: str,
         # Qwen3's repositories name Qwen2Tokenizer; for the Qwen3.5/3.6 vocabulary the
         # generic class, which keeps tokenizer.json's own split pattern in transformers 5
         # (docs/RUNTIMES.md, "transformers")
-        "tokenizer_class": "Qwen2Tokenizer" if vocabulary == "qwen3" else "PreTrainedTokenizerFast",
+        "tokenizer_class": "Qwen2Tokenizer" if _ships_tokenizer_json(vocabulary) else "PreTrainedTokenizerFast",
         "unk_token": None,
     }
     if template_file:
