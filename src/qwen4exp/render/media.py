@@ -86,7 +86,7 @@ class MediaPart(NamedTuple):
 
 
 class MediaItem(NamedTuple):
-    """A validated media part of a request (chat_validate): what the renderer
+    """A validated media part of a request (render/validate.py): what the renderer
     writes for it and what RenderedChat.media records."""
 
     message: int

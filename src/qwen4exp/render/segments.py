@@ -50,7 +50,7 @@ class MessageSpan(NamedTuple):
 
 
 _make_segment = partial(tuple.__new__, Segment)  # Segment(*t) without the Python-level __new__
-_ROLE_NAMES = ("system", "user", "assistant", "tool")  # by chat_validate's role codes
+_ROLE_NAMES = ("system", "user", "assistant", "tool")  # by render/validate.py's role codes
 _ALTERNATING = {False: (Kind.DATA, Kind.TRUSTED_CONTROL), True: (Kind.TRUSTED_CONTROL, Kind.DATA)}
 
 
@@ -70,7 +70,7 @@ class ChatRecord(NamedTuple):
     first_control: bool  # the kind of the first segment (kinds alternate)
     text: str | None = None  # data decoded, when already known
     spans: Any = ()  # message spans: flat (start, end, start, end, ...) indices into bounds
-    roles: tuple[int, ...] = ()  # each message's role code (chat_validate)
+    roles: tuple[int, ...] = ()  # each message's role code (render/validate.py)
     chat_format: str | None = None  # None: a caller-built stream
     tools: tuple[bytes, ...] = ()  # the request's tools as their validated JSON texts
     add_generation_prompt: bool = False

@@ -61,7 +61,7 @@ from qwen4exp.encode.tokenizer import Tokenizer
 
 __all__ = ["Qwen4ExpTokenizer", "ASSISTANT_MASK_STYLES"]
 
-# Tokenizer.chat_format of a folder rendered through its own template (template_render).
+# Tokenizer.chat_format of a folder rendered through its own template (render/template.py).
 _OWN_TEMPLATE = "template"
 #: How `apply_chat_template` marks an assistant turn's tokens (see the module).
 ASSISTANT_MASK_STYLES = ("qwen4exp", "trl")
