@@ -115,7 +115,8 @@ class TokenizerCore:
             raise init_error(*fault.args) from None
         #: the native core, behind the vocabulary's own pre-tokenizer when it is not
         #: one the native scanner runs (qwen4exp.vocab.pipeline, encode/generic.py)
-        self.native = native if "pipeline" not in arrays else _generic_native(native, arrays["pipeline"])
+        self.generic = "pipeline" in arrays
+        self.native = _generic_native(native, arrays["pipeline"]) if self.generic else native
         blob = arrays["atom_bytes"].tobytes()
         offs = arrays["atom_offsets"]
         self.atoms = types.MappingProxyType(

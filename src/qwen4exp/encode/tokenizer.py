@@ -238,12 +238,12 @@ class Tokenizer:
         or per id. All or nothing, as encode_batch: a row that is not valid
         UTF-8 (Arrow arrays built from buffers can hold any bytes) raises
         TextEncodingError naming it. Needs pyarrow (the `cli` extra)."""
-        from qwen4exp.encode.generic import GenericNative
+        if self.core.generic:  # another pre-tokenizer: qwen4exp.vocab.pipeline
+            from qwen4exp.encode.generic import GenericNative, encode_arrow as encode_arrow_generic
 
-        if isinstance(self.core.native, GenericNative):  # another pre-tokenizer: qwen4exp.vocab.pipeline
-            from qwen4exp.encode.generic import encode_arrow as encode_arrow_generic
-
-            return encode_arrow_generic(self.core.native, strings, _thread_count(num_threads))
+            generic = self.core.native
+            assert isinstance(generic, GenericNative)  # what core built for a pipeline
+            return encode_arrow_generic(generic, strings, _thread_count(num_threads))
         from qwen4exp.encode.arrow import encode_arrow
 
         return encode_arrow(self.core.native, strings, _thread_count(num_threads))
