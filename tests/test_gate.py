@@ -170,9 +170,8 @@ def test_chat_checks_in_one_format(tmp_path):
     with open(gate.ORACLE, encoding="utf-8") as f:
         oracle = json.load(f)
     cases = {c["name"]: c for c in oracle["cases"]}
-    # every format but the default's, except those added since (qwen3-coder: the gate's checks
-    # that need no expectation, gate.expectation)
-    known = set(qwen4exp.chat_formats()[1:]) - {"qwen3-coder"}
+    # every format but the default's (whose expectations are "expect")
+    known = set(qwen4exp.chat_formats()[1:])
     assert all(set(c["formats"]) == known for c in cases.values())
     # the 3.5+ formats need a user query: accepted in qwen3, rejected there
     assert "text" in cases["system_only"]["expect"]

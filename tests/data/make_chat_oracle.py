@@ -12,12 +12,18 @@ twin text equal to the reference). Rejected cases record the error class and
 a substring of its message (the field it names).
 
 Each case also records, under "formats", what the other chat formats
-(qwen3-2507, qwen3.5, qwen3.6, qwen3.8) make of the same request, rendered
-with the options each format has (qwen3-2507 has no enable_thinking): the
-same rejections, plus "needs a user query" where a 3.5+ format needs one,
-except image and video parts, which the 3.5+ formats render;
-tests/test_chat_formats.py checks those against the formats' templates the
-same way.
+(qwen3-2507, qwen3.5, qwen3.6, qwen3.8, qwen3-coder) make of the same
+request, rendered with the options each format has (qwen3-2507 and
+qwen3-coder have no enable_thinking): the same rejections, plus "needs a
+user query" where a 3.5+ format needs one, except image and video parts,
+which the 3.5+ formats render; tests/test_chat_formats.py checks those
+against the formats' templates the same way. The "coder_" cases give the
+XML formats' tool schemas, calls and results (Qwen3-Coder's tools block
+writes every schema key, its calls every argument type) more to do; they run
+in every format like the others.
+
+tools/gen_gate_oracle.py derives the gate's packaged copy from the result:
+run it after this script.
 """
 
 from __future__ import annotations
@@ -323,7 +329,7 @@ def _segments(chat):
     return [[s.start, s.end, s.kind.name] for s in chat.segments]
 
 
-OTHER_FORMATS = ("qwen3-2507", "qwen3.5", "qwen3.6", "qwen3.8")
+OTHER_FORMATS = ("qwen3-2507", "qwen3.5", "qwen3.6", "qwen3.8", "qwen3-coder")
 
 
 def _has_media(messages) -> bool:
@@ -333,15 +339,17 @@ def _has_media(messages) -> bool:
 
 def format_options(request: dict, fmt: str) -> dict:
     """render_chat's keywords for an oracle request in `fmt` (options it lacks left out)."""
-    keys = ("tools", "add_generation_prompt") if fmt == "qwen3-2507" else (
-        "tools", "add_generation_prompt", "enable_thinking")
+    from qwen4exp.formats import chat_format
+
+    keys = ("tools", "add_generation_prompt") + (
+        ("enable_thinking",) if "enable_thinking" in chat_format(fmt).options else ())
     return {k: request[k] for k in keys if request.get(k) is not None}
 
 
 def main() -> None:
     sys.path.insert(0, str(HERE.parents[1] / "src"))
     import qwen4exp.errors as errors
-    from qwen4exp.chat import render_chat
+    from qwen4exp.render.chat import render_chat
 
     names = [c["name"] for c in CASES]
     assert len(names) == len(set(names)), "duplicate case names"
