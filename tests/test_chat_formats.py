@@ -1,5 +1,5 @@
 """The chat formats (docs/FORMAT.md, section 3): qwen3, qwen3-2507, qwen3.5,
-qwen3.6 and qwen3.8 against their official templates.
+qwen3.6, qwen3.8 and qwen3-coder against their official templates.
 
 Every expectation comes from a real peer: the template's text from
 transformers' `apply_chat_template(..., chat_template=TEXT)`, the segments

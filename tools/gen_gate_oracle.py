@@ -40,8 +40,10 @@ def main():
         oracle = derive(json.load(f))
     with open(OUT, "w", encoding="utf-8", newline="\n") as f:
         text = json.dumps(oracle, indent=1)  # ASCII: some requests hold lone surrogates
-        # one line per segment ([start, end, "KIND"]), as in the tests' oracle
-        f.write(re.sub(r'\[\s+(\d+),\s+(\d+),\s+"(DATA|TRUSTED_CONTROL)"\s+\]', r'[\1, \2, "\3"]', text))
+        # each segment list on one line ([[start, end, "KIND"], ...]), as in the tests' oracle
+        text = re.sub(r'\[\s+(\d+),\s+(\d+),\s+"(DATA|TRUSTED_CONTROL)"\s+\]', r'[\1, \2, "\3"]', text)
+        f.write(re.sub(r'"segments": \[((?:\s+\[\d+, \d+, "(?:DATA|TRUSTED_CONTROL)"\],?)+)\s+\]',
+                       lambda m: '"segments": [' + " ".join(m.group(1).split()) + "]", text))
         f.write("\n")
     print(f"wrote {os.path.normpath(OUT)}: {len(oracle['cases'])} cases")
 
