@@ -62,6 +62,25 @@ SPOT_CHECKS = (
 )
 
 
+def cpu_model() -> str:
+    """The CPU as lscpu names it: model name, family and model, logical CPUs
+    (every report records it: ratios differ between CPU vendors and generations)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    import os
+
+    return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
+            f"model {fields.get('model', '?')}), {os.cpu_count()} logical CPUs")
+
+
 def corpus_text(name: str) -> str:
     return corpora.CORPORA[name]()
 

@@ -286,6 +286,7 @@ def environment_section(loaded, skipped) -> list[str]:
     lines.append(f"- Python {platform.python_version()} ({platform.python_implementation()}), "
                  f"{platform.system()} {platform.machine()}, {os.cpu_count()} logical CPUs"
                  + (f", load average {os.getloadavg()[0]:.1f} at start" if hasattr(os, "getloadavg") else ""))
+    lines.append(f"- CPU: {common.cpu_model()}")
     for p in loaded.values():
         lines.append(f"- `{p.name}`: {p.description}")
     for name, why in skipped.items():
