@@ -156,7 +156,7 @@ def time_pass(render, items) -> float:
 def differ_cell(o: dict) -> str:
     parts = []
     if o["newline"]:
-        parts.append(f"{o['newline']} only by the newline after the last `<|im_end|>`")
+        parts.append(f"{o['newline']} only by the newline after the last `<\\|im_end\\|>`")  # \| inside a table cell
     if o["other"]:
         parts.append(f"{o['other']} otherwise")
     if o["refused"]:
@@ -187,7 +187,11 @@ def section(formats=FORMATS, conversations: int = 300, rounds: int = 3, tml_pyth
             vocab = ref.VOCAB_OF[fmt]
             tok = toks.setdefault(vocab, qwen4exp.Tokenizer(vocab))
             funcs[fmt] = in_process_peers(fmt, tok, hf[vocab])
-            wants[fmt] = [list(ids) for ids in call_all(funcs[fmt]["apply_chat_template"], corpora[fmt])]
+            wants[fmt] = call_all(funcs[fmt]["apply_chat_template"], corpora[fmt])
+            refused = [w["error"] for w in wants[fmt] if isinstance(w, dict)]
+            if refused:  # the reference must render every conversation
+                raise SystemExit(f"{fmt}: the template refused {len(refused)} conversations: {refused[0]}")
+            wants[fmt] = [list(w) for w in wants[fmt]]
             newlines[fmt] = hf[vocab].encode("\n", add_special_tokens=False)
             every = range(len(corpora[fmt]))
             for name, render in funcs[fmt].items():
