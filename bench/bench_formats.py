@@ -65,6 +65,20 @@ def conversation(rng: random.Random, fmt: str):
                              thinking="enable_thinking" in ref.FORMAT_OPTIONS[fmt])
 
 
+def format_corpus(fmt: str, n: int) -> list:
+    """The n conversations of fmt that every table of this script (and bench/chat_rows.py) uses."""
+    rng = random.Random(20261201)
+    return [conversation(rng, fmt) for _ in range(n)]
+
+
+def hf_tokenizers() -> dict:
+    """vocabulary name -> transformers fast tokenizer of that vocabulary (the template's side)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    return {"qwen3": AutoTokenizer.from_pretrained(str(ref.ROOT / "vocab")),
+            "qwen3.6": PreTrainedTokenizerFast(tokenizer_file=reference_json(CACHE))}
+
+
 # renderers' config class of each format it has
 RENDERER_CONFIGS = {"qwen3": "Qwen3RendererConfig", "qwen3.5": "Qwen35RendererConfig",
                     "qwen3.6": "Qwen36RendererConfig", "qwen3.8": "Qwen38RendererConfig"}
@@ -152,10 +166,8 @@ def main() -> None:
     args = ap.parse_args()
 
     import qwen4exp
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    hf = {"qwen3": AutoTokenizer.from_pretrained(str(ref.ROOT / "vocab")),
-          "qwen3.6": PreTrainedTokenizerFast(tokenizer_file=reference_json(CACHE))}
+    hf = hf_tokenizers()
     toks = {name: qwen4exp.Tokenizer(name) for name in hf}
 
     print(f"{args.conversations} conversations per format, best of {args.rounds} passes\n")
@@ -166,8 +178,7 @@ def main() -> None:
     for fmt in ref.FORMATS:
         vocab = ref.VOCAB_OF[fmt]
         tok, peer, template = toks[vocab], hf[vocab], ref.template_text(fmt)
-        rng = random.Random(20261201)
-        corpus = [conversation(rng, fmt) for _ in range(args.conversations)]
+        corpus = format_corpus(fmt, args.conversations)
 
         def ours(corpus):
             return [tok.encode_chat(qwen4exp.render_chat(m, chat_format=fmt, **o)) for m, o in corpus]

@@ -16,7 +16,9 @@ MB to Parquet in whole processes against gigatoken's file API, and
 encode_arrow against gigatoken's encode_batch); the batch job's peak memory
 at 1x, 4x and 16x its corpus (bench/batch_memory.py); load time and resident
 memory (one fresh process per peer, qwen4exp's load target); with --cli the
-`qwen4exp batch` command on code and chats end to end;
+`qwen4exp batch` command on code and chats end to end; with --chat the chat
+rows (bench/chat_rows.py: render + encode against apply_chat_template,
+renderers and tml-renderers);
 parity with the HF reference. Progress goes to stderr, the markdown to
 stdout (or --output). This is the one driver for these measurements.
 """
@@ -667,6 +669,17 @@ def cli_section() -> list[str]:
     return lines
 
 
+def chat_section(rounds: int, tml_python: str | None) -> list[str]:
+    """bench/chat_rows.py's section (qwen4exp, apply_chat_template, renderers and
+    tml-renderers on the same conversations), in a process of its own: it loads
+    transformers and the chat peers. Its progress goes to this stderr."""
+    cmd = [sys.executable, str(HERE / "chat_rows.py"), "--rounds", str(rounds)]
+    p = subprocess.run(cmd + (["--tml-python", tml_python] if tml_python else []), stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        return ["## Chat rows", "", f"bench/chat_rows.py failed (exit status {p.returncode}, see stderr)", ""]
+    return p.stdout.splitlines()
+
+
 def targets_section(single, batch_ratios) -> list[str]:
     """The speed targets, from this run's numbers: qwen4exp against fastokens,
     and one call on fresh code documents against gigatoken's encode."""
@@ -733,6 +746,11 @@ def main(argv=None) -> int:
                     help="skip the batch job's memory at 1x, 4x and 16x its corpus (bench/batch_memory.py)")
     ap.add_argument("--memory-rounds", type=int, default=1)
     ap.add_argument("--cli", action="store_true", help="also time the `qwen4exp batch` command end to end")
+    ap.add_argument("--chat", action="store_true",
+                    help="also the chat rows (bench/chat_rows.py): render + encode against apply_chat_template, "
+                         "renderers and tml-renderers")
+    ap.add_argument("--tml-python", default=os.environ.get("BENCH_TML_PYTHON"),
+                    help="with --chat: an interpreter with tml-renderers (torch >= 2.10); default $BENCH_TML_PYTHON")
     ap.add_argument("--output", help="write the markdown here as well")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -795,6 +813,8 @@ def main(argv=None) -> int:
         out += load_section(list(loaded), skipped)
     if a.cli:
         out += cli_section()
+    if a.chat:
+        out += chat_section(a.rounds, a.tml_python)
     if not a.no_parity:
         out += parity_section(loaded, peers.build_hf_reference())  # after every timing
     if skipped:
