@@ -18,6 +18,12 @@ sys.dont_write_bytecode = False
 # this set when qwen4exp was first imported: conftest loads before any test.
 os.environ["QWEN4EXP_FAULT_INJECTION"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+# Under xdist each worker already has a core: the references' Rayon pools (HF
+# tokenizers' batches) get the worker's share of the CPUs, not all of them, or
+# the workers' pools spin against each other (a 2-core run took a third longer).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
+                                                       // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

@@ -19,7 +19,9 @@ from helpers import BAD_LINES, EXAMPLE, batch_in_process, conversations, finishe
 
 
 # --dist loadgroup (pyproject.toml): the module's tests share one worker, and its one local cluster.
-pytestmark = pytest.mark.xdist_group("ray")
+# `slow`: a local cluster's processes take a core from the rest of the run for
+# half a minute; .ci/run runs this module (and test_ray_nodes.py) after the default run.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
