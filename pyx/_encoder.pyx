@@ -39,7 +39,7 @@ from qwen4exp._native._faults cimport RC_OK, RC_NO_MEMORY, RC_GEOMETRY, RC_UNKNO
 from qwen4exp._native._faults import InitFault
 from qwen4exp._native._geometry cimport GeoError, check_geometry
 from qwen4exp._native._normalize cimport utf8_nfc, utf8_stable_at
-from qwen4exp._native._pretokenize cimport piece_ends, DIGIT_RUNS
+from qwen4exp._native._pretokenize cimport piece_ends, DIGIT_RUNS, BYTE_LEVEL
 from qwen4exp._native._parts cimport split_points
 from qwen4exp._native._unicode cimport Q4_L, Q4_M
 from qwen4exp._native._pylist cimport IdInts, idvec_to_list, fill_items
@@ -120,7 +120,8 @@ cdef class NativeTokenizer:
     def __init__(self, token_bytes, token_offsets, merges, atom_bytes, atom_offsets, atom_ids,
                  Py_ssize_t cache_size=65536, *, bint marks=False, bint ignore_merges=False,
                  int encode_threads=0,
-                 self_encoding=None, bint missing_bytes=False, bint digit_runs=False, bint nfc=True):
+                 self_encoding=None, bint missing_bytes=False, bint digit_runs=False, bint nfc=True,
+                 bint byte_level=False):
         """marks: the Qwen3.5 pattern (\\p{M} in letter runs); ignore_merges: HF's flag;
         self_encoding: None, or uint8 per token, 1 where merging the token's own
         bytes gives that token (the compiled vocabulary's flags): the shared cache then
@@ -130,7 +131,8 @@ cdef class NativeTokenizer:
         first single-byte token here, and the caller (qwen4exp.vocab.pipeline)
         removes them from every piece before BPE, as tokenizers drops them.
         digit_runs: Llama 3's pattern (numbers in runs of up to 3, see
-        _pretokenize.pxd); nfc: False for a file without a normalizer."""
+        _pretokenize.pxd); nfc: False for a file without a normalizer;
+        byte_level: ByteLevel's own pattern (GPT-2's, pyx/_byte_level.pyx) instead."""
         cdef const uint8_t[::1] tb = np.ascontiguousarray(token_bytes, dtype=np.uint8)
         cdef const int64_t[::1] to = np.ascontiguousarray(token_offsets, dtype=np.int64)
         cdef const int32_t[:, ::1] mg = np.ascontiguousarray(merges, dtype=np.int32).reshape(-1, 3)
@@ -150,7 +152,8 @@ cdef class NativeTokenizer:
             raise ValueError("cache_size must be from 0 to 2**30")
         self.cache_size = cache_size
         self.encode_threads = encode_threads if encode_threads > 0 else _CPUS
-        self.letters = ((Q4_L | Q4_M) if marks else Q4_L) | (DIGIT_RUNS if digit_runs else 0)
+        self.letters = (((Q4_L | Q4_M) if marks else Q4_L) | (DIGIT_RUNS if digit_runs else 0)
+                        | (BYTE_LEVEL if byte_level else 0))
         self.nfc = nfc
         self.n_vocab = to.shape[0] - 1
         for i in range(256):

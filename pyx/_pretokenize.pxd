@@ -45,6 +45,8 @@ cdef extern from * nogil:
 # to three (Llama 3's `\p{N}{1,3}`, otherwise the Qwen3 pattern) instead of one.
 cdef enum:
     DIGIT_RUNS = 64
+    # ByteLevel's own pattern instead (GPT-2's: pyx/_byte_level.pyx); no class has it either
+    BYTE_LEVEL = 32
 
 # The Qwen pre-tokenizers as one hand-written scanner over valid UTF-8. Qwen3:
 # (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+

@@ -40,6 +40,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from qwen4exp._native._unicode cimport q4_cclass, q4_byte_class, Q4_L, Q4_N, Q4_WS, Q4_CRLF, Q4_M, Q4_HI
+from qwen4exp._native._byte_level cimport piece_end as byte_level_piece_end
 
 cdef enum:
     NOT_OTHER = Q4_N | Q4_WS          # with `letters`: what ends an "other" run
@@ -411,6 +412,8 @@ cdef inline uint64_t block_starts(const unsigned char *s, Py_ssize_t n, Py_ssize
 cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
                           unsigned char letters) noexcept nogil:
     """End (exclusive byte offset) of the pre-token that starts at s[i], i < n."""
+    if letters & BYTE_LEVEL:
+        return byte_level_piece_end(s, n, i)
     return next_end(s, n, i, letters)
 
 
@@ -435,6 +438,13 @@ cdef Py_ssize_t piece_ends(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, u
     k <= cap, stopping early only at the end of the text; returns k >= 1."""
     cdef Py_ssize_t k = 0, last
     cdef uint64_t starts
+    if letters & BYTE_LEVEL:  # GPT-2's pattern: one piece at a time (pyx/_byte_level.pyx)
+        while True:
+            i = byte_level_piece_end(s, n, i)
+            ends[k] = i
+            k += 1
+            if i >= n or k >= cap:
+                return k
     while True:
         # ASCII text: every piece a block proves; the block after starts at
         # the last of them, whose end it could not see.

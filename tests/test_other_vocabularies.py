@@ -19,6 +19,7 @@ import json
 import os
 import random
 import unicodedata
+from itertools import accumulate
 
 import pytest
 import regex
@@ -357,6 +358,28 @@ def test_llama3_runs_natively(vocab_files):
     assert tok.encode(long) == hf.encode(long, add_special_tokens=False).ids
 
 
+@pytest.mark.parametrize("normalizer", [None, {"type": "NFC"}])
+def test_byte_level_pattern_runs_natively(vocab_files, tmp_path, normalizer):
+    """ByteLevel's own split alone (GPT-2's file, and with an NFC normalizer) runs
+    on the native scanner: documents, one batch, a text cut into parts across
+    threads, against HF. (MPT's file has the same steps but tokens no byte-level
+    text spells: the generic pipeline, with the same split, drops them.)"""
+    import corpora
+    from qwen4exp.encode.generic import GenericNative
+
+    doc = json.loads(_json("gpt-2"))
+    doc["normalizer"] = normalizer
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    tok, hf = qwen4exp.Tokenizer.from_file(path), hf_plain(str(path))
+    assert not isinstance(tok.core.native, GenericNative)
+    docs = list(corpora.code_documents())[:20] + list(corpora.multilingual_documents())[:60]
+    assert_same(tok, hf, TEXTS + docs + ["cafe\u0301 e\u0301\u0327 \u212b"])  # not NFC
+    assert tok.encode_batch(docs, num_threads=2) == [hf.encode(d, add_special_tokens=False).ids for d in docs]
+    long = "\n".join(docs)  # long enough to be cut into parts across threads
+    assert tok.encode(long) == hf.encode(long, add_special_tokens=False).ids
+
+
 # -- chats, batches of streams and Arrow on a generic pipeline --------------------------------
 
 
@@ -439,3 +462,38 @@ def test_normalizers_over_every_code_point(kind):
     ours = Pipeline({"normalizer": {"type": kind}, "pre_tokenizer": _bl(use_regex=False)}).normalize
     chars = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
     assert [c for c in chars if ours(c) != ref.normalize_str(c)] == []
+
+
+# -- ByteLevel's own split, natively (pyx/_byte_level.pyx) -------------------------------
+
+# Every scalar value between two of each joiner: after and before a letter, a
+# digit, a space, two spaces, an apostrophe (contractions), a newline, CR LF.
+BYTE_LEVEL_JOINERS = ("x", "1", " ", "  ", "'", "\n", "\r\n ", "'s ")
+
+
+def _byte_level_pieces_match_hf(step: int) -> None:
+    from tokenizers import pre_tokenizers
+
+    from qwen4exp._native._byte_level import byte_level_ends
+    from qwen4exp.vocab.pipeline import Pipeline
+
+    ref = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    ours = Pipeline({"normalizer": None, "pre_tokenizer": _bl(use_regex=True)})
+    assert ours.byte_level_only
+    chars = scalar_sample(step)
+    for joiner in BYTE_LEVEL_JOINERS:
+        text = joiner.join(chars) + joiner
+        want = [p for p, _ in ref.pre_tokenize_str(text)]
+        assert ours.pieces(text) == want, joiner  # the pipeline's ByteLevel step
+        data, ends = byte_level_ends(text)  # the fast path's (split_array)
+        assert data == text.encode("utf-8")
+        assert ends.tolist() == list(accumulate(len(p) for p in want)), joiner  # one stand-in per byte
+
+
+def test_byte_level_split_matches_hf_on_sampled_code_points():
+    _byte_level_pieces_match_hf(61)
+
+
+@pytest.mark.slow
+def test_byte_level_split_matches_hf_on_every_code_point():
+    _byte_level_pieces_match_hf(1)

@@ -93,7 +93,7 @@ class TokenizerCore:
             )
         cache_size = operator.index(cache_size)
         threads = thread_count(encode_threads, "encode_threads")
-        native_pattern = arrays.get("native_pattern", (1, 1))  # [digits a number piece, NFC]
+        native_pattern = arrays.get("native_pattern", (1, 1))  # [digits a number piece (0: GPT-2's), NFC]
         try:
             native = NativeTokenizer(
                 arrays["token_bytes"],
@@ -110,6 +110,7 @@ class TokenizerCore:
                 missing_bytes="pipeline" in arrays,
                 digit_runs=int(native_pattern[0]) == 3,
                 nfc=bool(native_pattern[1]),
+                byte_level=int(native_pattern[0]) == 0,  # vocab.compile.BYTE_LEVEL_DIGITS
             )
         except InitFault as fault:
             raise init_error(*fault.args) from None

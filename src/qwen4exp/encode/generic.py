@@ -40,26 +40,26 @@ class GenericNative:
     def _split_texts(self, texts: list[str]) -> tuple[bytes, np.ndarray, np.ndarray]:
         """All texts' pieces joined: (bytes, piece ends, piece count after each text)."""
         blobs, ends, groups = [], [], []
-        total = 0
-        split = self.pipeline.split
+        total = count = 0
+        split = self.pipeline.split_array
         for text in texts:
             data, e = split(text)
-            if total:
-                e = [x + total for x in e]
+            ends.append(e + total if total else e)
             blobs.append(data)
-            ends.extend(e)
-            groups.append(len(ends))
+            count += len(e)
+            groups.append(count)
             total += len(data)
-        return b"".join(blobs), np.array(ends, dtype=np.int64), np.array(groups, dtype=np.int64)
+        flat = np.concatenate(ends) if ends else _EMPTY
+        return b"".join(blobs), flat, np.array(groups, dtype=np.int64)
 
     def encode(self, text: str) -> list[int]:
-        data, ends = self.pipeline.split(text)
-        ids, _ = self._core.encode_split(data, np.array(ends, dtype=np.int64), _EMPTY)
+        data, ends = self.pipeline.split_array(text)
+        ids, _ = self._core.encode_split(data, ends, _EMPTY)
         return ids.tolist()
 
     def count(self, text: str) -> int:
-        data, ends = self.pipeline.split(text)
-        ids, _ = self._core.encode_split(data, np.array(ends, dtype=np.int64), _EMPTY)
+        data, ends = self.pipeline.split_array(text)
+        ids, _ = self._core.encode_split(data, ends, _EMPTY)
         return len(ids)
 
     def encode_batch(self, texts: list[str], num_threads: int) -> list[list[int]]:

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4  # 4: ByteLevel's own split runs natively (native_pattern digits 0)
 
 
 def _load_descriptors():
@@ -48,6 +48,9 @@ PATTERNS = {QWEN_PATTERN: False, QWEN35_PATTERN: True}  # pattern -> marks flag
 LLAMA3_PATTERN = QWEN_PATTERN.replace(r"\p{N}|", r"\p{N}{1,3}|", 1)
 # pattern -> (marks, digits per number piece)
 NATIVE_PATTERNS = {QWEN_PATTERN: (False, 1), QWEN35_PATTERN: (True, 1), LLAMA3_PATTERN: (False, 3)}
+#: native_pattern's "digits" for ByteLevel's own split (GPT-2's pattern, numbers in
+#: runs of any length): the native scanner's BYTE_LEVEL (pyx/_byte_level.pyx).
+BYTE_LEVEL_DIGITS = 0
 #: The Qwen3.5/3.6 added tokens (the tiktoken vocabulary's specials).
 QWEN35_SPECIALS = next(v.specials for v in VOCABULARIES.values() if v.kind == "tiktoken")
 
@@ -87,11 +90,12 @@ def _check_pipeline(tok: dict, where: str, generic) -> tuple[bool, bool, bytes |
 
     pipeline is None for a pipeline the native core runs (NFC or no
     normalizer, the Split on a Qwen pattern or Llama 3's + ByteLevel without
-    regex or prefix space), else the normalizer and pre-tokenizer as JSON for
+    regex or prefix space, or ByteLevel alone with its regex and no prefix
+    space: GPT-2's), else the normalizer and pre-tokenizer as JSON for
     qwen4exp.vocab.pipeline (`generic`: that module, None where it is not at hand,
     as in setup.py). native_pattern: None for the Qwen pipelines as
-    bundled (NFC, one digit a piece), else uint8 [digits per number piece,
-    NFC on].
+    bundled (NFC, one digit a piece), else uint8 [digits per number piece
+    (BYTE_LEVEL_DIGITS: GPT-2's pattern), NFC on].
     Every setting that changes ids or decoded text is checked: plain
     byte-level BPE (ignore_merges either way) and the ByteLevel decoder.
     """
@@ -142,6 +146,10 @@ def _check_pipeline(tok: dict, where: str, generic) -> tuple[bool, bool, bytes |
         nfc = tok.get("normalizer") is not None
         native = None if (digits, nfc) == (1, True) else np.array([digits, nfc], dtype=np.uint8)
         return marks, ignore_merges, None, native
+    if (tok.get("normalizer") in ({"type": "NFC"}, None) and pre.get("type") == "ByteLevel"
+            and pre.get("use_regex", True) is not False and not pre.get("add_prefix_space")):
+        nfc = tok.get("normalizer") is not None
+        return False, ignore_merges, None, np.array([BYTE_LEVEL_DIGITS, nfc], dtype=np.uint8)
     if not _has_byte_level(tok.get("pre_tokenizer")):
         raise VocabFormatError(f"{where}: the pre-tokenizer has no ByteLevel step: qwen4exp loads byte-level "
                                "BPE models only")
@@ -477,8 +485,8 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
     if "native_pattern" in arrays:
         _check_array(arrays, "native_pattern", np.dtype(np.uint8), (2,))
         digits, nfc = arrays["native_pattern"].tolist()
-        if digits not in (1, 3) or nfc not in (0, 1) or arrays["marks"][0] and digits != 1:
-            raise VocabFormatError("compiled vocabulary: native_pattern is not [1 or 3 digits, NFC 0 or 1]")
+        if digits not in (1, 3, BYTE_LEVEL_DIGITS) or nfc not in (0, 1) or arrays["marks"][0] and digits != 1:
+            raise VocabFormatError("compiled vocabulary: native_pattern is not [0, 1 or 3 digits, NFC 0 or 1]")
     inside = np.flatnonzero(ai < n)
     for a in inside.tolist():
         t = int(ai[a])

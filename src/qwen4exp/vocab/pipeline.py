@@ -30,9 +30,12 @@ from __future__ import annotations
 import json
 import unicodedata
 from itertools import accumulate
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import regex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: ByteLevel's own split (use_regex=True), as tokenizers writes it.
 BYTE_LEVEL_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -213,14 +216,23 @@ class _ByteLevel:
 
     def __init__(self, add_prefix_space: bool, use_regex: bool) -> None:
         self.prefix = add_prefix_space
-        self.split = _Split(regex.compile(BYTE_LEVEL_PATTERN, _FLAGS), "Isolated", False) if use_regex else None
+        self.use_regex = use_regex
 
     def __call__(self, pieces: list[str]) -> list[str]:
         if self.prefix:  # every split so far gets its own space (tokenizers' ByteLevel)
             pieces = [" " + p if p and not p.startswith(" ") else p for p in pieces]
-        if self.split is not None:
-            pieces = self.split(pieces)
-        return [p.encode("utf-8").decode("latin-1").translate(_STAND_IN) for p in pieces]
+        if not self.use_regex:
+            return [p.encode("utf-8").decode("latin-1").translate(_STAND_IN) for p in pieces]
+        from qwen4exp._native._byte_level import byte_level_ends  # BYTE_LEVEL_PATTERN, natively
+
+        out: list[str] = []
+        for piece in pieces:
+            data, ends = byte_level_ends(piece)
+            start = 0
+            for end in ends.tolist():
+                out.append(data[start:end].decode("latin-1").translate(_STAND_IN))
+                start = end
+        return out
 
 
 def _steps(spec: dict, key: str, where: str) -> list[tuple[Any, str]]:
@@ -342,6 +354,11 @@ class Pipeline:
         if not (isinstance(missing, list) and all(isinstance(b, int) and 0 <= b < 256 for b in missing)):
             raise PipelineError("missing_bytes must be a list of byte values")
         self.missing = bytes(missing)  # bytes without a token: BPE drops them (tokenizers does)
+        # ByteLevel's own split alone (GPT-2, MPT): the pieces' bytes are the
+        # text's, cut natively without making a str of each piece (split_array)
+        self.byte_level_only = (isinstance(pre, dict) and pre.get("type") == "ByteLevel"
+                                and pre.get("use_regex", True) is not False
+                                and not pre.get("add_prefix_space") and not self.missing)
 
     @classmethod
     def from_json(cls, blob: bytes) -> "Pipeline":
@@ -353,6 +370,17 @@ class Pipeline:
             text = self.normalize(text)
         # tokenizers starts from one split, even an empty one (an empty split takes no prefix space)
         return [p for p in self.pre_tokenize([text]) if p]
+
+    def split_array(self, text: str) -> tuple[bytes, "np.ndarray"]:
+        """split(), with the ends as an int64 numpy array."""
+        if self.byte_level_only:
+            from qwen4exp._native._byte_level import byte_level_ends
+
+            return byte_level_ends(text if self.normalize is None else self.normalize(text))
+        import numpy as np
+
+        data, ends = self.split(text)
+        return data, np.array(ends, dtype=np.int64)
 
     def split(self, text: str) -> tuple[bytes, list[int]]:
         """The pieces' bytes joined and each piece's end in them."""
