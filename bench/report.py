@@ -515,6 +515,23 @@ def run_batch_children(loaded, rounds) -> dict:
     return res
 
 
+def busy_batch_section(loaded, rounds, differ, busy: int) -> list[str]:
+    """The batch section run again while `busy` other processes spin (each one
+    core's worth of demand), so that every peer's pool meets a loaded machine."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        lines, _ = batch_section(loaded, rounds, differ)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    title = lines[0].replace("## Batch encoding", f"## Batch encoding beside {busy} busy process"
+                             + ("es" if busy > 1 else ""), 1)
+    return [title, "", f"The section above, while {busy} other process{'es' if busy > 1 else ''} "
+            "spun on the CPUs (`python -c 'while True: pass'`), started before the peers' children "
+            "and stopped after them."] + lines[1:]
+
+
 def batch_section(loaded, rounds, differ) -> tuple[list[str], list[str]]:
     lines = [
         f"## Batch encoding, 1 and 2 threads (best of {rounds}, after one untimed call)",
@@ -737,6 +754,9 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", default=",".join(peers.PEER_NAMES))
     ap.add_argument("--quick", action="store_true", help="2 rounds, no batch/load sections")
     ap.add_argument("--no-batch", action="store_true")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="the batch section again beside N busy processes (a spinning loop each): "
+                         "a user's machine is rarely idle, and thread pools degrade differently")
     ap.add_argument("--no-load", action="store_true")
     ap.add_argument("--no-long-word", action="store_true")
     ap.add_argument("--no-parity", action="store_true")
@@ -801,6 +821,8 @@ def main(argv=None) -> int:
     if not a.no_long_word:
         out += long_word_section(loaded, a.rounds, a.long_word_budget)
     out += batch_lines
+    if a.busy and not a.no_batch:
+        out += busy_batch_section(loaded, a.batch_rounds, differ, a.busy)
     if not a.no_batch_job:
         import batch_job
 
