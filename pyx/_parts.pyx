@@ -5,7 +5,7 @@ the parts' ids joined are the text's ids (tests/test_parts.py checks every
 cut against the reference pre-tokenizer)."""
 from libc.stdint cimport int64_t, uint8_t
 
-from qwen4exp._native._pretokenize cimport class_at
+from qwen4exp._native._pretokenize cimport class_at, BYTE_LEVEL
 from qwen4exp._native._unicode cimport Q4_L, Q4_M, Q4_N
 
 
@@ -16,11 +16,14 @@ cdef inline bint is_part_boundary(const uint8_t *s, Py_ssize_t p, unsigned char 
     either pattern holds a letter followed by a non-letter (letter runs and
     contractions end in letters, the other alternatives hold none), nor a
     CR/LF followed by a letter; the character at p is a starter, so the cut
-    is also a stable NFC boundary."""
+    is also a stable NFC boundary. Under ByteLevel's own pattern (BYTE_LEVEL in
+    `letters`) only the first rule holds: there a whitespace run's last
+    character is a piece of its own when a non-space follows it, so a part
+    ending in "\n\n" would keep the two together."""
     cdef Py_ssize_t nxt, q = p - 1
     cdef unsigned char cls = class_at(s, p, &nxt)
     if cls & Q4_L:
-        return s[p - 1] == c'\n'
+        return s[p - 1] == c'\n' and not (letters & BYTE_LEVEL)
     if cls & (Q4_M | Q4_N):
         return False
     while q > 0 and (s[q] & 0xC0) == 0x80:  # back to the start of the character before

@@ -111,8 +111,9 @@ def render_kwargs(request: dict) -> dict:
     }
 
 
-def scan_segments(text: str) -> list[tuple[int, int, int]]:
-    """(start, end, kind) over text.encode(); kind 1 = control, for an atom-free request."""
+def scan_segments(text: str, markers: "re.Pattern[str] | None" = None) -> list[tuple[int, int, int]]:
+    """(start, end, kind) over text.encode(); kind 1 = control (what `markers`
+    matches, by default the template markers), for an atom-free request."""
     data = text.encode("utf-8")
     segs: list[list[int]] = []
 
@@ -125,11 +126,11 @@ def scan_segments(text: str) -> list[tuple[int, int, int]]:
             segs.append([a, b, kind])
 
     pos = 0
-    for m in _MARKER_RE.finditer(text):
+    for m in (markers or _MARKER_RE).finditer(text):
         start = len(text[: m.start()].encode("utf-8"))
         add(pos, start, 0)
-        add(start, start + len(m.group()), 1)
-        pos = start + len(m.group())
+        add(start, start + len(m.group().encode("utf-8")), 1)
+        pos = start + len(m.group().encode("utf-8"))
     add(pos, len(data), 0)
     return [tuple(s) for s in segs]
 

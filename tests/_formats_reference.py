@@ -46,6 +46,7 @@ from _chat_reference import (  # noqa: F401  (some used by callers as ref.X)
     reference_tokenizer,
     tools_strings,
 )
+from _chat_reference import scan_segments as _scan_segments
 
 from qwen4exp import formats as _formats  # noqa: E402  (descriptors only: nothing here renders)
 
@@ -156,25 +157,7 @@ _ANY_MARKER_RE = re.compile("|".join(re.escape(m) for m in MARKERS + MEDIA_MARKE
 def scan_segments(text: str) -> list[tuple[int, int, int]]:
     """(start, end, kind) over text.encode(), kind 1 = control, for an atom-free
     request: the template markers and, from media parts, the vision markers."""
-    data = text.encode("utf-8")
-    segs: list[list[int]] = []
-    pos = 0
-    for m in _ANY_MARKER_RE.finditer(text):
-        start = len(text[: m.start()].encode("utf-8"))
-        for a, b, kind in ((pos, start, 0), (start, start + len(m.group().encode()), 1)):
-            if a == b:
-                continue
-            if segs and segs[-1][2] == kind:
-                segs[-1][1] = b
-            else:
-                segs.append([a, b, kind])
-        pos = start + len(m.group().encode())
-    if pos < len(data):
-        if segs and segs[-1][2] == 0:
-            segs[-1][1] = len(data)
-        else:
-            segs.append([pos, len(data), 0])
-    return [tuple(s) for s in segs]
+    return _scan_segments(text, _ANY_MARKER_RE)
 
 
 def _call_fn(call: dict) -> dict:

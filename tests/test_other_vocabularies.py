@@ -380,6 +380,26 @@ def test_byte_level_pattern_runs_natively(vocab_files, tmp_path, normalizer):
     assert tok.encode(long) == hf.encode(long, add_special_tokens=False).ids
 
 
+def test_byte_level_part_cuts_are_piece_boundaries(vocab_files):
+    """Where encode() cuts a text across threads under GPT-2's pattern, HF's
+    ByteLevel split has a piece boundary: a text whose only candidates were
+    letters after a blank line ("\n\n" + letter: one piece "\n\n" at a part's
+    end, "\n" + "\n" before the letter), and the multilingual documents."""
+    import corpora
+    from tokenizers import pre_tokenizers
+
+    tok, hf = load(vocab_files, "gpt-2")
+    ref = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    texts = ["\U0001f600\n\nB1" * 1000, "x \n\n\u00e9t\u00e9 2" * 800] + list(corpora.multilingual_documents())[:200]
+    for text in texts:
+        data = text.encode("utf-8")
+        ends = set(accumulate(len(p) for p, _ in ref.pre_tokenize_str(text)))  # one stand-in per byte
+        for count in (2, 3, 8):
+            cuts = tok.core.native.part_bounds(data, count)[1:-1]
+            assert all(c in ends for c in cuts), (text[:40], count)
+        assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
 # -- chats, batches of streams and Arrow on a generic pipeline --------------------------------
 
 
