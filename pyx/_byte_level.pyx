@@ -27,6 +27,26 @@ from qwen4exp._native._unicode cimport q4_cclass, Q4_L, Q4_N, Q4_WS
 
 cdef enum:
     OTHER = 0  # neither Q4_L, Q4_N nor Q4_WS
+    HIGH = 255  # ASCII_CLASS: a byte >= 0x80, decoded
+
+
+# The class of each ASCII byte (HIGH above): runs of ASCII text are stepped over
+# one table load a byte, without decoding.
+cdef unsigned char ASCII_CLASS[256]
+
+
+cdef void fill_ascii_class() noexcept:
+    cdef int b
+    cdef unsigned char c
+    for b in range(256):
+        if b >= 0x80:
+            ASCII_CLASS[b] = HIGH
+            continue
+        c = q4_cclass(<uint32_t> b)
+        ASCII_CLASS[b] = Q4_WS if c & Q4_WS else Q4_L if c & Q4_L else Q4_N if c & Q4_N else OTHER
+
+
+fill_ascii_class()
 
 
 cdef inline Py_ssize_t char_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char *cls) noexcept nogil:
@@ -36,8 +56,8 @@ cdef inline Py_ssize_t char_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
     cdef Py_ssize_t k
     cdef unsigned char c
     if b < 0x80:
-        cp = b
-        k = 1
+        cls[0] = ASCII_CLASS[b]
+        return 1
     elif b < 0xE0:
         cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F)
         k = 2
@@ -66,6 +86,12 @@ cdef inline Py_ssize_t run_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
     cdef unsigned char c
     cdef Py_ssize_t k
     while i < n:
+        c = ASCII_CLASS[s[i]]
+        if c == cls:  # an ASCII character of the run
+            i += 1
+            continue
+        if c != HIGH:
+            break
         k = char_at(s, n, i, &c)
         if c != cls:
             break
