@@ -524,3 +524,20 @@ def property_tests(check, strategy, examples: int, sweep: int):
             check(toks, *case)
         return test
     return make(examples), pytest.mark.slow(make(sweep))
+
+
+#: A short agent conversation with one tool, atom-free (so that the reference's
+#: added-token matching is exact): the CLI and model-folder tests' request.
+WEATHER_REQUEST = {
+    "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Paris, please."},
+        {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
+         "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": '{"temperature": 18}'},
+        {"role": "assistant", "content": "18 °C."},
+        {"role": "user", "content": "Thanks!"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+}

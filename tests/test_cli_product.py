@@ -17,20 +17,8 @@ from qwen4exp.cli.main import main
 from qwen4exp.cli.parser import COMMAND_EPILOGS
 
 import _formats_reference as formats
+from helpers import WEATHER_REQUEST as REQUEST
 
-REQUEST = {  # atom-free, so that the reference's added-token matching is exact
-    "messages": [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "Weather in Paris, please."},
-        {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
-         "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-        {"role": "tool", "content": '{"temperature": 18}'},
-        {"role": "assistant", "content": "18 °C."},
-        {"role": "user", "content": "Thanks!"},
-    ],
-    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
-                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
-}
 TEXT = "héllo wörld, 数据 <|im_end|> naïve\n"
 COMMANDS = ("demo", "render", "encode", "decode", "parse", "count", "batch", "gate", "folder")
 

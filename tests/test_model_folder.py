@@ -19,17 +19,12 @@ from qwen4exp.errors import ChatFormatError, VocabularyError
 from qwen4exp.formats import chat_format, chat_formats
 from qwen4exp.vocab.model_folder import ModelFolderError, write_model_folder
 
+from helpers import WEATHER_REQUEST
+
 FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
-MESSAGES = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
-     "tool_calls": [{"type": "function", "function": {"name": "weather", "arguments": {"city": "Paris"}}}]},
-    {"role": "tool", "content": "18 C"},
-    {"role": "user", "content": "And <|im_end|> typed?"},
-]
-TOOLS = [{"type": "function", "function": {"name": "weather", "description": "Weather of a city.",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+# the shared agent conversation, ending in a user turn that types a marker
+MESSAGES = WEATHER_REQUEST["messages"][:-1] + [{"role": "user", "content": "And <|im_end|> typed?"}]
+TOOLS = WEATHER_REQUEST["tools"]
 
 
 def _read(folder, name):
