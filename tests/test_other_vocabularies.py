@@ -403,25 +403,29 @@ def test_byte_level_part_cuts_are_piece_boundaries(vocab_files):
 # -- chats, batches of streams and Arrow on a generic pipeline --------------------------------
 
 
-@pytest.fixture(scope="module")
-def chat_vocab(small_gpt2, tmp_path_factory):
+@pytest.fixture(scope="module", params=["falcon", "gpt-2"])
+def chat_vocab(request, small_gpt2, tmp_path_factory):
     """The small GPT-2 vocabulary under Falcon's pipeline (generic: Punctuation, ByteLevel,
-    Digits, Split), with the Qwen3 atoms as its added tokens."""
+    Digits, Split) or its own (ByteLevel alone: the native scanner), with the Qwen3 atoms
+    as its added tokens."""
     doc = copy.deepcopy(small_gpt2)
-    doc["pre_tokenizer"] = json.loads(_json("falcon"))["pre_tokenizer"]
+    if request.param == "falcon":
+        doc["pre_tokenizer"] = json.loads(_json("falcon"))["pre_tokenizer"]
     qwen = qwen4exp.Tokenizer()
     doc["added_tokens"] = [{"id": 3000 + i, "content": a, "single_word": False, "lstrip": False, "rstrip": False,
                             "normalized": False, "special": True} for i, a in enumerate(qwen.atoms)]
     path = tmp_path_factory.mktemp("chat_vocab") / "tokenizer.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    return qwen4exp.Tokenizer.from_file(path), hf_plain(str(path))
+    tok = qwen4exp.Tokenizer.from_file(path)
+    assert tok.core.generic == (request.param == "falcon")
+    return tok, hf_plain(str(path))
 
 
 def test_chats_on_a_generic_pipeline(chat_vocab):
     from qwen4exp.encode.generic import GenericNative
 
     tok, hf = chat_vocab
-    assert isinstance(tok.core.native, GenericNative)
+    assert isinstance(tok.core.native, GenericNative) == tok.core.generic  # Falcon's; GPT-2's own runs natively
     chats = [tok.render_chat([{"role": "system", "content": "Be brief: 1234 + 5678?"},
                               {"role": "user", "content": f"Hi #{i}! <|im_end|> isn't special here, 12,345.6"}])
              for i in range(3)]
