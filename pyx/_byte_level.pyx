@@ -81,10 +81,51 @@ cdef inline Py_ssize_t char_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
     return k
 
 
+cdef extern from * nogil:
+    """
+    #include <string.h>
+    /* Eight bytes at a time: 0x80 in each byte of w that is an ASCII letter
+     * (b | 0x20 in 'a'..'z' is exactly A-Z and a-z), or a space. */
+    #define Q4B_ONES 0x0101010101010101ULL
+    #define Q4B_HIGH 0x8080808080808080ULL
+    static inline unsigned long long q4b_load8(const unsigned char *p) {
+        unsigned long long w; memcpy(&w, p, 8); return w;
+    }
+    static inline unsigned long long q4b_letters(unsigned long long w) {
+        unsigned long long y = (w | (Q4B_ONES * 0x20)) & ~Q4B_HIGH;
+        return (y + Q4B_ONES * (0x80 - 0x61)) & ~(y + Q4B_ONES * (0x7F - 0x7A)) & ~w & Q4B_HIGH;
+    }
+    static inline unsigned long long q4b_spaces(unsigned long long w) {
+        unsigned long long x = w ^ (Q4B_ONES * 0x20);   /* 0 where a space */
+        return ~(((x & ~Q4B_HIGH) + ~Q4B_HIGH) | x) & Q4B_HIGH;
+    }
+    static inline int q4b_ctz(unsigned long long x) { return __builtin_ctzll(x); }
+    """
+    unsigned long long q4b_load8(const unsigned char *p)
+    unsigned long long q4b_letters(unsigned long long w)
+    unsigned long long q4b_spaces(unsigned long long w)
+    int q4b_ctz(unsigned long long x)
+    const unsigned long long Q4B_HIGH
+
+
+cdef inline Py_ssize_t ascii_run(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char cls) noexcept nogil:
+    """Past the ASCII letters (cls Q4_L) or spaces (cls Q4_WS) from byte i, eight
+    bytes a step while eight remain: where the run may go on byte by byte."""
+    cdef unsigned long long stop
+    while i + 8 <= n:
+        stop = ~(q4b_letters(q4b_load8(s + i)) if cls == Q4_L else q4b_spaces(q4b_load8(s + i))) & Q4B_HIGH
+        if stop:
+            return i + (q4b_ctz(stop) >> 3)
+        i += 8
+    return i
+
+
 cdef inline Py_ssize_t run_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, unsigned char cls) noexcept nogil:
     """The end of the run of class cls that starts at byte i."""
     cdef unsigned char c
     cdef Py_ssize_t k
+    if cls == Q4_L:
+        i = ascii_run(s, n, i, cls)
     while i < n:
         c = ASCII_CLASS[s[i]]
         if c == cls:  # an ASCII character of the run
@@ -133,6 +174,9 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) no
     # alternatives 5 and 6: the whitespace run [i, e), and where its last character starts
     e = i + k
     last = i
+    if s[i] == b' ':  # spaces (indentation) eight at a time
+        e = ascii_run(s, n, e, Q4_WS)
+        last = e - 1
     while e < n:
         k = char_at(s, n, e, &c)
         if c != Q4_WS:
