@@ -174,10 +174,11 @@ cdef Py_ssize_t piece_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) no
     # alternatives 5 and 6: the whitespace run [i, e), and where its last character starts
     e = i + k
     last = i
-    if s[i] == b' ':  # spaces (indentation) eight at a time
-        e = ascii_run(s, n, e, Q4_WS)
-        last = e - 1
     while e < n:
+        if s[e] == b' ':  # spaces (indentation) eight at a time
+            e = ascii_run(s, n, e + 1, Q4_WS)
+            last = e - 1
+            continue
         k = char_at(s, n, e, &c)
         if c != Q4_WS:
             break
