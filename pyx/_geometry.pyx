@@ -181,39 +181,31 @@ cdef Py_ssize_t utf8_invalid_at(const uint8_t *s, Py_ssize_t n) noexcept nogil:
 
 
 cdef Py_ssize_t utf8_invalid_at_bytewise(const uint8_t *s, Py_ssize_t n) noexcept nogil:
-    """utf8_invalid_at, a character at a time (runs of ASCII a word at a time)."""
-    cdef Py_ssize_t i = 0
-    cdef uint8_t b, b1
+    """utf8_invalid_at, a character at a time (runs of ASCII a word at a time),
+    by the Unicode standard's table of well-formed sequences (Table 3-7): a
+    lead byte C2..F4 sets the length and the range of the second byte, every
+    other byte of the sequence is 80..BF."""
+    cdef Py_ssize_t i = 0, j, k
+    cdef uint8_t b, b1, lo, hi
     while i < n:
         b = s[i]
         if b < 0x80:
             i = _ascii_end(s, i + 1, n)
-        elif b < 0xC2:
+            continue
+        if b < 0xC2 or b > 0xF4:
             return i
-        elif b < 0xE0:
-            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
-                return i
-            i += 2
-        elif b < 0xF0:
-            if i + 2 >= n:
-                return i
-            b1 = s[i + 1]
-            if (b1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
-                return i
-            if (b == 0xE0 and b1 < 0xA0) or (b == 0xED and b1 >= 0xA0):
-                return i
-            i += 3
-        elif b < 0xF5:
-            if i + 3 >= n:
-                return i
-            b1 = s[i + 1]
-            if (b1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
-                return i
-            if (b == 0xF0 and b1 < 0x90) or (b == 0xF4 and b1 >= 0x90):
-                return i
-            i += 4
-        else:
+        k = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+        if i + k > n:
             return i
+        lo = 0xA0 if b == 0xE0 else 0x90 if b == 0xF0 else 0x80  # no overlong forms
+        hi = 0x9F if b == 0xED else 0x8F if b == 0xF4 else 0xBF  # no surrogates, nothing past U+10FFFF
+        b1 = s[i + 1]
+        if b1 < lo or b1 > hi:
+            return i
+        for j in range(2, k):
+            if (s[i + j] & 0xC0) != 0x80:
+                return i
+        i += k
     return -1
 
 
