@@ -118,30 +118,32 @@ class XmlBody(CallBody):
                 return self._value_tail(tail)
         return super().feed(text)
 
-    def _tag_name(self, final: bool) -> tuple[str, int] | None:
-        """(name, where its text resumes) of `<function=NAME>` / `<parameter=NAME>`;
-        None while it is incomplete. A newline also ends it (a missing '>')."""
+    def _take_tag_name(self, final: bool) -> str | None:
+        """The NAME of `<function=NAME>` / `<parameter=NAME>`, its text taken
+        from the buffer; None while it is incomplete. A newline also ends it (a
+        missing '>'), and stays: it is the value's leading one."""
         buf = self.buf
         gt = buf.find(">")
         nl = buf.find("\n", 0, gt if gt >= 0 else len(buf))
         if gt >= 0 and nl < 0:
-            return buf[:gt].strip(WS), gt + 1
+            self.buf = buf[gt + 1:]
+            return buf[:gt].strip(WS)
         if nl >= 0 or final:
             end = nl if nl >= 0 else len(buf)
             self.problem(f"missing '>' after {buf[:end].strip(WS)!r}")
-            return buf[:end].strip(WS), end  # the newline is the value's leading one
+            self.buf = buf[end:]
+            return buf[:end].strip(WS)
         self.hold = HOLD_TAG_NAME
         return None
 
     def _name(self, final: bool, out: list) -> bool:
-        tag = self._tag_name(final)
-        if tag is None:
+        name = self._take_tag_name(final)
+        if name is None:
             return False
-        name, resume = tag
         if not name:
             self.buf, self.state = "", _UNREADABLE
             return False
-        self.buf, self.state = self.buf[resume:], _BETWEEN
+        self.state = _BETWEEN
         self.params = self.start_call(name, out)
         return True
 
@@ -192,11 +194,10 @@ class XmlBody(CallBody):
         return False
 
     def _key(self, final: bool, out: list) -> bool:
-        tag = self._tag_name(final)
-        if tag is None:
+        key = self._take_tag_name(final)
+        if key is None:
             return False
-        key, resume = tag
-        self.buf, self.state = self.buf[resume:], _VALUE_START
+        self.state = _VALUE_START
         self.key, self.value, self.has_text = key, [], False
         if not key or key in self.seen:
             self.mode = _DROP
