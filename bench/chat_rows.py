@@ -27,7 +27,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ import bench_formats as bf  # noqa: E402  (sets the paths and the offline switch
 from bench_formats import ref  # noqa: E402
 from peers import _version  # noqa: E402
 
+import common  # noqa: E402
+
 FORMATS = ("qwen3", "qwen3.5", "qwen3.8")
 TML_FORMATS = ("qwen3", "qwen3.5", "qwen3.8")  # tml_renderers_peer.RENDERER_CLASSES
 
@@ -48,7 +49,7 @@ def log(*a) -> None:
     print(*a, file=sys.stderr, flush=True)
 
 
-class TmlChild:
+class TmlChild(common.RoundChild):
     """tml_renderers_peer.py under `python`, driven one round at a time."""
 
     def __init__(self, python: str, corpora: dict):
@@ -57,43 +58,14 @@ class TmlChild:
         path.write_text(json.dumps(corpora, ensure_ascii=False), encoding="utf-8")
         # its own site-packages only: nothing of this environment's path
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.error = None
-        try:
-            self.proc = subprocess.Popen([python, str(HERE / "tml_renderers_peer.py"), str(path)], env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                         text=True)
-        except OSError as exc:
-            self.proc, self.error = None, f"{python}: {exc.strerror}"
-
-    def read(self) -> dict | None:
-        if self.error:
-            return None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait()
-            self.stderr.seek(0)
-            self.error = (self.stderr.read().strip().splitlines() or ["exited"])[-1]
-            return None
-        out = json.loads(line)
-        if "error" in out:
-            self.error = out["error"]
-            return None
-        return out
+        super().__init__([python, str(HERE / "tml_renderers_peer.py"), str(path)], env)
 
     def round(self) -> dict | None:
-        if self.error:
-            return None
-        self.proc.stdin.write("round\n")
-        self.proc.stdin.flush()
-        got = self.read()
+        got = super().round()
         return got and got["round"]
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-        self.stderr.close()
+        super().close()
         self.tmp.cleanup()
 
 

@@ -62,6 +62,57 @@ SPOT_CHECKS = (
 )
 
 
+class RoundChild:
+    """A benchmark child process driven one round at a time: each line it writes
+    is a JSON object (one with "error" says why it stopped), each "round" line
+    it reads asks for one timed round. stderr goes to a file: a pipe nobody
+    reads while the child runs could fill and stall it. `error` says why the
+    child gave no answer (its last stderr line when it exited)."""
+
+    def __init__(self, cmd: list, env: dict):
+        import subprocess
+        import tempfile
+
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.error = None
+        try:
+            self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self.stderr, text=True)
+        except OSError as exc:
+            self.proc, self.error = None, f"{cmd[0]}: {exc.strerror}"
+
+    def read(self) -> dict | None:
+        import json
+
+        if self.proc is None:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self.stderr.seek(0)
+            err = (self.stderr.read().strip().splitlines() or ["exited"])[-1]
+            self.error = self.error or err
+            return None
+        out = json.loads(line)
+        if "error" in out:
+            self.error = out["error"]
+            return None
+        return out
+
+    def round(self) -> dict | None:
+        if self.error:
+            return None
+        self.proc.stdin.write("round\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        self.stderr.close()
+
+
 def cpu_model() -> str:
     """The CPU as lscpu names it: model name, family and model, logical CPUs
     (every report records it: ratios differ between CPU vendors and generations)."""

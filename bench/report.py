@@ -173,48 +173,17 @@ def child_batch(name: str, threads_list, corpus_names) -> None:
         reply({"round": timings})
 
 
-class BatchChild:
+class BatchChild(common.RoundChild):
     """A child_batch process, driven one round at a time."""
 
     def __init__(self, peer: str, threads_list, corpus_names):
         cmd, env = child_command("batch", {"peer": peer, "threads": list(threads_list),
                                            "corpora": list(corpus_names)}, max(threads_list))
         self.peer, self.threads = peer, list(threads_list)
-        # stderr to a file: a pipe nobody reads while the child runs could fill and stall it
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, text=True)
-        self.error = None
-
-    def _read(self) -> dict | None:
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait()
-            self.stderr.seek(0)
-            err = (self.stderr.read().strip().splitlines() or ["exited"])[-1]
-            self.error = self.error or err
-            return None
-        out = json.loads(line)
-        if "error" in out:
-            self.error = out["error"]
-            return None
-        return out
+        super().__init__(cmd, env)
 
     def ready(self) -> dict | None:
-        return self._read()
-
-    def round(self) -> dict | None:
-        if self.error:
-            return None
-        self.proc.stdin.write("round\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-        self.stderr.close()
+        return self.read()
 
 
 def child_long_word(name: str, n: int, script: str) -> dict:
