@@ -3,7 +3,7 @@
     PYTHONPATH=src python3 bench/bench_fresh.py [--rounds 3] [--peers qwen4exp,fastokens]
 
 The same measurement as report.py's "warm, fresh documents" and "cold"
-columns (report.split_documents, report.time_documents, peers.BUILDERS), but
+columns (report.split_documents, common.time_documents, peers.BUILDERS), but
 without report.py's other work in the process (the HF reference ids for every
 corpus, the whole-corpus encodes); in two report runs qwen4exp's figures
 there were about a third lower than here (README, Speed). Peers are
@@ -39,12 +39,12 @@ def main(argv=None) -> int:
             warm, docs = split[c]
             for n in names:
                 fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
-                t = report.time_documents(fresh.encode, docs)
+                t = common.time_documents(fresh.encode, docs)
                 best[(c, n, "cold")] = min(best.get((c, n, "cold"), float("inf")), t)
                 fresh = peers.BUILDERS[n]()
                 for d in warm:
                     fresh.encode(d)
-                t = report.time_documents(fresh.encode, docs)
+                t = common.time_documents(fresh.encode, docs)
                 best[(c, n, "warm")] = min(best.get((c, n, "warm"), float("inf")), t)
     print("| corpus | kind | " + " | ".join(f"{n} MB/s" for n in names) + f" | {names[0]} / {names[-1]} |")
     print("| --- | --- | " + " | ".join("---:" for _ in names) + " | ---: |")

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
                 encode = build()
                 for d in warm:
                     encode(d)
-                rates[name] = max(rates.get(name, 0.0), mb / report.time_documents(encode, docs))
+                rates[name] = max(rates.get(name, 0.0), mb / common.time_documents(encode, docs))
         ours, theirs = rates["qwen4exp"], rates["fastokens"]
         print(f"| {corpus} ({mb:.1f} MB) | wall | {ours:.1f} MB/s | {theirs:.1f} MB/s | {ours / theirs:.2f}x |")
     return 0

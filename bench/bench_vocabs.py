@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import gc
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -95,21 +93,13 @@ def peers(path: str):
 def fresh_documents(make, docs, rounds: int) -> float:
     """Best seconds of one call per document over three quarters of docs, each
     round a new object warmed on the other quarter: texts it has not seen."""
-    warm, timed = docs[::4], [d for k, d in enumerate(docs) if k % 4]
+    warm, timed = common.warm_and_measured(docs)
     best = float("inf")
     for _ in range(rounds):
         encode, _batch = make()
         for d in warm:
             encode(d)
-        gc.collect()
-        gc.disable()
-        try:
-            t0 = time.perf_counter()
-            for d in timed:
-                encode(d)
-            best = min(best, time.perf_counter() - t0)
-        finally:
-            gc.enable()
+        best = min(best, common.time_documents(encode, timed))
     return best
 
 
@@ -126,7 +116,7 @@ def child(path: str, name: str, corpus: str, rounds: int, reference_file: str) -
     same = (list(encode(text)) == ref["whole"] and all(list(encode(d)) == r for d, r in zip(docs, ref["docs"]))
             and [list(x) for x in batch(docs)] == ref["docs"])
     nbytes = len(text.encode("utf-8"))
-    fresh_bytes = sum(len(d.encode("utf-8")) for k, d in enumerate(docs) if k % 4)
+    fresh_bytes = sum(len(d.encode("utf-8")) for d in common.warm_and_measured(docs)[1])
     doc_bytes = sum(len(d.encode("utf-8")) for d in docs)
     slow = name == "tokenizers"  # one call on 1 MiB is HF's slow case: one round of each
     whole = nbytes / common.best_of(encode, text, 1 if slow else rounds)[0] / 1e6
@@ -147,7 +137,7 @@ def main() -> None:
                     help="processes per peer, interleaved (the best is kept)")
     ap.add_argument("--corpus", default="code,multilingual")
     ap.add_argument("--vocab", default="llama-bpe")
-    ap.add_argument("--peers", help="a comma list of the peers to run (default: all installed)")
+    ap.add_argument("--peers", help="a comma list of the peers to run beside qwen4exp and tokenizers (default: all installed)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -160,7 +150,7 @@ def main() -> None:
             path = os.path.join(tmp, "tokenizer.json")
             with gzip.open(os.path.join(VOCABS, vocab, "tokenizer.json.gz"), "rb") as f, open(path, "wb") as out:
                 out.write(f.read())
-            names = [n for n in peers(path) if not args.peers or n in args.peers.split(",") or n == "tokenizers"]
+            names = [n for n in peers(path) if not args.peers or n in (*args.peers.split(","), "qwen4exp", "tokenizers")]
             for corpus in args.corpus.split(","):
                 text = common.corpus_text(corpus)[: 1 << 20]
                 docs = corpora.DOCUMENTS[corpus]()

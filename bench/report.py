@@ -288,21 +288,8 @@ def short_documents() -> list:
 def split_documents(corpus: str) -> tuple[list, list]:
     """(warm-up documents, measured documents): every fourth document warms a
     tokenizer up, the other three quarters are measured, fresh to it."""
-    docs = short_documents() if corpus == "short" else list(corpora.DOCUMENTS[corpus]())
-    return docs[::4], [d for i, d in enumerate(docs) if i % 4]
+    return common.warm_and_measured(short_documents() if corpus == "short" else list(corpora.DOCUMENTS[corpus]()))
 
-
-def time_documents(encode, docs) -> float:
-    """Seconds to encode each of docs in turn (GC off)."""
-    gc.collect()
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        for d in docs:
-            encode(d)
-        return time.perf_counter() - t0
-    finally:
-        gc.enable()
 
 
 def ids_check(loaded, reference) -> dict:
@@ -360,11 +347,11 @@ def throughput_section(loaded, skipped, differ, rounds) -> tuple[list[str], dict
                 ntok[(c, n)] = len(ids)
                 del ids
                 fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
-                best[(c, n, "cold")] = min(best[(c, n, "cold")], time_documents(fresh.encode, docs))
+                best[(c, n, "cold")] = min(best[(c, n, "cold")], common.time_documents(fresh.encode, docs))
                 fresh = peers.BUILDERS[n]()
                 for d in warm_docs:
                     fresh.encode(d)
-                best[(c, n, "warm")] = min(best[(c, n, "warm")], time_documents(fresh.encode, docs))
+                best[(c, n, "warm")] = min(best[(c, n, "warm")], common.time_documents(fresh.encode, docs))
                 del fresh
     lines = [
         f"## Single-threaded encode throughput (best of {rounds}, peers interleaved)",
