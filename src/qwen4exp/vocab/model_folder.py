@@ -37,8 +37,6 @@ _IM_END, _END_OF_TEXT = Marker.IM_END.value, Marker.END_OF_TEXT.value
 
 __all__ = ["write_model_folder", "official_template"]
 
-# The model's embedding rows per vocabulary: padded past the last id, as Qwen's are.
-_EMBEDDING_ROWS = {"qwen3": 151936, "qwen3.6": 248320}
 _TOKEN_FLAGS = ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
 
 
@@ -172,7 +170,7 @@ def _write_files(folder: str, vocabulary: str, added: list[dict], template: str,
         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
         "sliding_window": None, "tie_word_embeddings": True,
         "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
-        "vocab_size": max(_EMBEDDING_ROWS.get(vocabulary, 0), max(ids.values()) + 1),
+        "vocab_size": max(VOCABULARIES[vocabulary].embedding_rows, max(ids.values()) + 1),
     })
     _write_json(folder, "generation_config.json",
                 {"bos_token_id": eot, "eos_token_id": [eos, eot], "do_sample": False})

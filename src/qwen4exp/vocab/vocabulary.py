@@ -55,6 +55,9 @@ class Vocabulary:
     specials: tuple[str, ...]
     #: Its license notice, relative to vocab/.
     license: str
+    #: The embedding rows of the family's models: padded past the last id, as
+    #: Qwen's are (a model folder's config.json vocab_size).
+    embedding_rows: int
 
     @property
     def marks(self) -> bool:
@@ -67,12 +70,12 @@ PATTERNS = {"letters": QWEN_PATTERN, "letters_and_marks": QWEN35_PATTERN}
 
 
 def _manifest() -> list[dict]:
-    """The entries of vocabularies.json: the package's copy (what its compiled
-    vocabularies were built from), else the source tree's vocab/ folder (setup.py
-    reads this module before the package data exists)."""
+    """The entries of vocabularies.json: in a source tree its vocab/ folder's
+    (setup.py reads this module before the package data exists, and rebuilds
+    that data from it), else the installed package's copy."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "_data", MANIFEST),
-                 os.path.join(here, os.pardir, os.pardir, os.pardir, "vocab", MANIFEST)):
+    for path in (os.path.join(here, os.pardir, os.pardir, os.pardir, "vocab", MANIFEST),
+                 os.path.join(here, "_data", MANIFEST)):
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
                 return json.load(f)["vocabularies"]
@@ -83,7 +86,8 @@ def _manifest() -> list[dict]:
 MANIFEST = "vocabularies.json"
 VOCABULARIES: dict[str, Vocabulary] = {
     e["name"]: Vocabulary(e["name"], tuple(e["aliases"]), e["source"], e["kind"], e["compiled"],
-                          PATTERNS[e["pattern"]], tuple(e["specials"]), e["license"])
+                          PATTERNS[e["pattern"]], tuple(e["specials"]), e["license"],
+                          e["embedding_rows"])
     for e in _manifest()
 }
 #: alias -> name
