@@ -110,7 +110,7 @@ class TokenizerCore:
                 missing_bytes="pipeline" in arrays,
                 digit_runs=int(native_pattern[0]) == 3,
                 nfc=bool(native_pattern[1]),
-                byte_level=int(native_pattern[0]) == 0,  # vocab.compile.BYTE_LEVEL_DIGITS
+                byte_level=int(native_pattern[0]) == _vocab_compile.BYTE_LEVEL_DIGITS,
             )
         except InitFault as fault:
             raise init_error(*fault.args) from None
