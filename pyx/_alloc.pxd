@@ -26,4 +26,5 @@ cdef bint q4_start_thread(q4_thread_fn fn, void *arg) noexcept nogil
 cdef q4_lock q4_lock_new() noexcept nogil
 cdef void q4_lock_free(q4_lock lock) noexcept nogil
 cdef void q4_lock_take(q4_lock lock) noexcept nogil
+cdef bint q4_lock_take_for(q4_lock lock, long long microseconds) noexcept nogil
 cdef void q4_lock_give(q4_lock lock) noexcept nogil

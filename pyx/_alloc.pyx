@@ -33,6 +33,7 @@ cdef extern from "pythread.h":
     PyThread_type_lock PyThread_allocate_lock() nogil
     void PyThread_free_lock(PyThread_type_lock lock) nogil
     int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag) nogil
+    int PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
     void PyThread_release_lock(PyThread_type_lock lock) nogil
 
 cdef int64_t _fail_at = 0
@@ -203,6 +204,11 @@ cdef void q4_lock_free(q4_lock lock) noexcept nogil:
 cdef void q4_lock_take(q4_lock lock) noexcept nogil:
     """Acquire, waiting as long as it takes (signals do not interrupt it)."""
     PyThread_acquire_lock(lock, 1)
+
+
+cdef bint q4_lock_take_for(q4_lock lock, long long microseconds) noexcept nogil:
+    """Acquire, waiting at most `microseconds`; False if it timed out."""
+    return PyThread_acquire_lock_timed(lock, microseconds, 0) == 1  # PY_LOCK_ACQUIRED
 
 
 cdef void q4_lock_give(q4_lock lock) noexcept nogil:

@@ -312,7 +312,7 @@ def encode_string_arrays(NativeTokenizer tok, list arrays, int num_threads):
             job.streams = streams
             job.count = count
             finished = tok.run_jobs(streams, count, num_threads, encode_rows, finish_when_done, <void *> &job,
-                                    CHECK_EVERY)
+                                    CHECK_EVERY, False)  # columns are joined in order
             for t in range(count):
                 if streams[t].rc == RC_GEOMETRY:
                     return None, (tasks[t].column, streams[t].bad, streams[t].geo.offset)

@@ -3,6 +3,7 @@
 # paying for a thread start. A caller posts a job to idle members and, before
 # it frees what the job points to, collects them: a member that has not
 # started the job yet gives it back, one that has is waited for.
+from qwen4exp._native._alloc cimport q4_lock
 
 ctypedef void (*crew_fn)(void *arg) noexcept nogil
 
@@ -22,3 +23,25 @@ cdef void crew_collect(int i) noexcept nogil
 # part is usually a fraction of a microsecond away, a syscall is not.
 # Returns once it changed, or after `yields` yields (0: no limit).
 cdef void crew_wait(int *p, int busy, Py_ssize_t yields) noexcept nogil
+
+
+# A bell: one thread sleeps until a flag it watches is set, another rings
+# after setting it. Sleeping, not spinning, matters on a busy machine: a
+# waiting thread that spins keeps its CPU, so the kernel cannot move the
+# thread it waits for (preempted on another CPU) there.
+cdef struct Bell:
+    int sleeping            # 1 while the sleeper sleeps (or is about to) on `lock`
+    q4_lock lock            # held while no ring is pending; NULL until bell_ready
+
+# Make the bell usable; False if no lock could be had (then spin instead).
+cdef bint bell_ready(Bell *b) noexcept nogil
+cdef void bell_free(Bell *b) noexcept nogil
+# Wake the sleeper, if one sleeps. Set the watched flag first, with a
+# sequentially consistent store (or accept a ring that comes late).
+cdef void bell_ring(Bell *b) noexcept nogil
+# Sleep until *p == want, a ring, or `timeout_us` microseconds (< 0: no
+# limit); True if *p == want was seen.
+cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept nogil
+# Spin (pauses and a look at the clock) for up to `ns` nanoseconds while
+# *p != want; True once *p == want.
+cdef bint spin_until(int *p, int want, long long ns) noexcept nogil

@@ -11,13 +11,19 @@ wake: whatever the crew does not take, the caller does itself.
 
 After a job a member spins for SPIN_NS, so that the next post (the next
 document of a loop, the next part of a text) is taken at once; then it
-sleeps on its `wake` lock until a poster gives it. A post is a release
-store with no fence after it, so the poster goes on at once instead of
-waiting for the member's core to give up the mailbox's line; a poster that
-reads `sleeping` before the member's store of it is visible misses that
-member falling asleep, does the whole job itself and takes the post back
-in crew_collect, and the next post wakes the member. Exactly one give
-answers each sleep (the side that flips `sleeping` from 1 to 0 owns it).
+sleeps on its bell until a poster rings it. A post is a release store with
+no fence after it, so the poster goes on at once instead of waiting for the
+member's core to give up the mailbox's line; a poster that reads the bell's
+`sleeping` before the member's store of it is visible misses that member
+falling asleep, does the whole job itself and takes the post back in
+crew_collect, and the next post wakes the member.
+
+A woken member is put where the kernel likes, and a kernel that packs work
+onto few CPUs (as on a small VM) may put it on its poster's CPU, leaving
+the other idle or to another process: the poster and the member then take
+turns on one CPU for the whole job, no faster than the poster alone. A
+member that starts a job on its poster's CPU moves itself to another one
+(docs/PERFORMANCE.md, "A busy machine").
 
 Members start on first need and are never stopped; a forked child starts
 with no members (its parent's threads do not exist there).
@@ -26,7 +32,8 @@ import os
 
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from qwen4exp._native._alloc cimport q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_give
+from qwen4exp._native._alloc cimport (q4_start_thread, q4_lock, q4_lock_new, q4_lock_free, q4_lock_take, q4_lock_take_for,
+                                      q4_lock_give)
 
 cdef extern from *:
     """
@@ -45,6 +52,28 @@ cdef extern from *:
     static inline int q4_swap_if(int *p, int expect, int to) {
         return __atomic_compare_exchange_n(p, &expect, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
+    #ifdef __linux__
+    static inline int q4_cpu(void) { return sched_getcpu(); }
+    /* Move the calling thread off `cpu`: narrow its affinity to the other
+       allowed CPUs (the kernel migrates it before the call returns), then
+       give the whole mask back (it stays where it was moved). 1 if moved. */
+    static int q4_move_off(int cpu) {
+        cpu_set_t mask, other;
+        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0)
+            return 0;
+        if (!CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2)
+            return 0;
+        other = mask;
+        CPU_CLR(cpu, &other);
+        if (sched_setaffinity(0, sizeof other, &other) != 0)
+            return 0;
+        sched_setaffinity(0, sizeof mask, &mask);
+        return 1;
+    }
+    #else
+    static inline int q4_cpu(void) { return -1; }
+    static inline int q4_move_off(int cpu) { (void) cpu; return 0; }
+    #endif
     """
     void q4_pause() nogil
     int q4_load(int *p) nogil
@@ -52,6 +81,8 @@ cdef extern from *:
     void q4_publish(int *p, int v) nogil
     int q4_peek(int *p) nogil
     bint q4_swap_if(int *p, int expect, int to) nogil
+    int q4_cpu() nogil
+    int q4_move_off(int cpu) nogil
     int sched_yield() nogil
 
 cdef enum:
@@ -65,14 +96,16 @@ cdef enum:
 
 cdef struct Member:
     int state
-    int sleeping            # 1 while the member sleeps (or is about to) on `wake`
     int started
     crew_fn fn
     void *arg
-    q4_lock wake            # held while no give is pending
+    int poster_cpu          # the CPU the poster ran on when it posted (-1: unknown)
+    long moves              # times the member moved off the poster's CPU
+    Bell bell               # rung by a poster when the member sleeps
 
 
 cdef Member members[CREW_MAX]
+cdef bint move_off_poster = True
 
 
 cdef int crew_post(crew_fn fn, void *arg) noexcept:
@@ -86,9 +119,9 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept:
             continue  # helping another caller
         m.fn = fn
         m.arg = arg
+        m.poster_cpu = q4_cpu() if move_off_poster else -1
         q4_publish(&m.state, POSTED)
-        if q4_peek(&m.sleeping) and q4_swap_if(&m.sleeping, 1, 0):
-            q4_lock_give(m.wake)
+        bell_ring(&m.bell)
         return i
     return -1
 
@@ -115,17 +148,62 @@ cdef void crew_wait(int *p, int busy, Py_ssize_t yields) noexcept nogil:
         y += 1
 
 
-cdef bint start_member(Member *m) noexcept:
-    m.wake = q4_lock_new()
-    if m.wake == NULL:
+cdef bint bell_ready(Bell *b) noexcept nogil:
+    if b.lock != NULL:
+        return True
+    b.lock = q4_lock_new()
+    if b.lock == NULL:
         return False
-    q4_lock_take(m.wake)
+    q4_lock_take(b.lock)
+    b.sleeping = 0
+    return True
+
+
+cdef void bell_free(Bell *b) noexcept nogil:
+    if b.lock != NULL:
+        q4_lock_free(b.lock)
+        b.lock = NULL
+
+
+cdef void bell_ring(Bell *b) noexcept nogil:
+    # Exactly one give answers each sleep: the side that flips `sleeping`
+    # from 1 to 0 owns it.
+    if q4_load(&b.sleeping) and q4_swap_if(&b.sleeping, 1, 0):
+        q4_lock_give(b.lock)
+
+
+cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept nogil:
+    q4_store(&b.sleeping, 1)
+    if q4_load(p) == want:
+        if not q4_swap_if(&b.sleeping, 1, 0):
+            q4_lock_take(b.lock)  # a ringer flipped it and gives: consume that give
+        return True
+    if timeout_us < 0:
+        q4_lock_take(b.lock)  # until a ringer flips `sleeping` and gives
+    elif not q4_lock_take_for(b.lock, timeout_us) and not q4_swap_if(&b.sleeping, 1, 0):
+        q4_lock_take(b.lock)  # timed out as a ringer flipped it: its give is on the way
+    return q4_load(p) == want
+
+
+cdef bint spin_until(int *p, int want, long long ns) noexcept nogil:
+    cdef long long deadline = now_ns() + ns
+    cdef int k
+    while True:
+        for k in range(SPIN_CHECK):
+            if q4_load(p) == want:
+                return True
+            q4_pause()
+        if now_ns() > deadline:
+            return False
+
+
+cdef bint start_member(Member *m) noexcept:
+    if not bell_ready(&m.bell):
+        return False
     m.state = IDLE
-    m.sleeping = 0
     if not q4_start_thread(member_main, m):
-        q4_lock_give(m.wake)
-        q4_lock_free(m.wake)
-        m.wake = NULL
+        q4_lock_give(m.bell.lock)
+        bell_free(&m.bell)
         return False
     m.started = 1
     return True
@@ -134,8 +212,16 @@ cdef bint start_member(Member *m) noexcept:
 cdef void member_main(void *arg) noexcept nogil:
     cdef Member *m = <Member *> arg
     while True:
-        wait_for_post(m)
+        # Wait for the next post: spin for SPIN_NS, then sleep until rung. The
+        # post may be taken back before the member claims it.
+        if not spin_until(&m.state, POSTED, SPIN_NS):
+            bell_sleep(&m.bell, &m.state, POSTED, -1)
         if q4_swap_if(&m.state, POSTED, RUNNING):
+            # A woken member may be put on its poster's CPU while another is
+            # free (or only shared with another process): the two would take
+            # turns on one CPU for the whole job. Move to another one.
+            if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu):
+                m.moves += 1
             m.fn(m.arg)
             q4_store(&m.state, DONE)
 
@@ -146,24 +232,29 @@ cdef inline long long now_ns() noexcept nogil:
     return <long long> t.tv_sec * 1000000000 + t.tv_nsec
 
 
-cdef void wait_for_post(Member *m) noexcept nogil:
-    """Return once m's mailbox was seen POSTED (it may be taken back before
-    the member claims it): spin for SPIN_NS, then sleep until given."""
-    cdef long long deadline = now_ns() + SPIN_NS
-    cdef int k
-    while True:
-        for k in range(SPIN_CHECK):
-            if q4_load(&m.state) == POSTED:
-                return
-            q4_pause()
-        if now_ns() > deadline:
-            break
-    q4_store(&m.sleeping, 1)
-    if q4_load(&m.state) == POSTED:
-        if not q4_swap_if(&m.sleeping, 1, 0):
-            q4_lock_take(m.wake)  # a poster flipped it and gives: consume that give
-        return
-    q4_lock_take(m.wake)  # until a poster flips `sleeping` and gives
+def _moves():
+    """Test and bench hook: how often members moved off their poster's CPU."""
+    cdef int i
+    return sum(members[i].moves for i in range(CREW_MAX))
+
+
+def _move_off_here():
+    """Test hook: move the calling thread off the CPU it runs on, as a member
+    does; returns (moved, CPU before, CPU after)."""
+    cdef int before, after, moved
+    with nogil:
+        before = q4_cpu()
+        moved = q4_move_off(before)
+        after = q4_cpu()
+    return bool(moved), before, after
+
+
+def _set_move_off_poster(bint on):
+    """Bench hook: whether members move off their poster's CPU; returns the old setting."""
+    global move_off_poster
+    old = move_off_poster
+    move_off_poster = on
+    return old
 
 
 def _forget_members_after_fork():
@@ -173,8 +264,8 @@ def _forget_members_after_fork():
     for i in range(CREW_MAX):
         members[i].started = 0
         members[i].state = IDLE
-        members[i].sleeping = 0
-        members[i].wake = NULL
+        members[i].bell.sleeping = 0
+        members[i].bell.lock = NULL
 
 
 os.register_at_fork(after_in_child=_forget_members_after_fork)

@@ -60,7 +60,7 @@ cdef class NativeTokenizer:
     cdef list encode_parts(self, str text)
     cdef list encode_cut(self, const uint8_t *s, Py_ssize_t n, Py_ssize_t mode)
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
-                        Py_ssize_t convert_every)
+                        Py_ssize_t convert_every, bint largest_first)
     cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
-                       convert_fn convert, void *ctx, Py_ssize_t convert_every)
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first)
     cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil

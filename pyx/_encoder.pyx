@@ -509,7 +509,7 @@ cdef class NativeTokenizer:
                 streams[k].m = mode
                 if idvec_reserve(&streams[k].ids, streams[k].n + 4) < 0:  # 4: room for a hit's 16-byte copy
                     raise MemoryError("out of memory while splitting a text")
-            self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART)
+            self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART, False)
             total = 0
             for k in range(count):
                 if streams[k].renormalize:
@@ -711,7 +711,7 @@ cdef class NativeTokenizer:
                 streams[k].data = <const uint8_t *> s
                 streams[k].n = n
                 streams[k].m = STREAM_TEXT
-            return self.run_batch(streams, count, num_threads, convert_list, CONVERT_EVERY)
+            return self.run_batch(streams, count, num_threads, convert_list, CONVERT_EVERY, True)
         finally:
             free_streams(streams, count)
 
@@ -755,19 +755,21 @@ cdef class NativeTokenizer:
                     streams[k].ends = &en_view[0]
                     streams[k].kinds = &ki_view[0]
             # items keeps every buffer alive until we return
-            return self.run_batch(streams, count, num_threads, convert_array, CONVERT_EVERY)
+            return self.run_batch(streams, count, num_threads, convert_array, CONVERT_EVERY, True)
         finally:
             free_streams(streams, count)
 
 
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
-                        Py_ssize_t convert_every):
+                        Py_ssize_t convert_every, bint largest_first):
         """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
-        one pooled worker each, and return what `convert` makes of each."""
-        return self.run_jobs(streams, count, num_threads, encode_one, convert, <void *> self, convert_every)
+        one pooled worker each, and return what `convert` makes of each
+        (largest_first: see run_streams)."""
+        return self.run_jobs(streams, count, num_threads, encode_one, convert, <void *> self, convert_every,
+                             largest_first)
 
     cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
-                       convert_fn convert, void *ctx, Py_ssize_t convert_every):
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first):
         """run_batch with another encode callback and its context (pyx/_arrow.pyx)."""
         cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
         cdef Worker *single = self.acquire()
@@ -782,7 +784,7 @@ cdef class NativeTokenizer:
                 break  # the threads that have a worker share the work
             n += 1
         try:
-            return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every)
+            return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every, largest_first)
         finally:
             for k in range(n - 1, -1, -1):  # workers[0] back on top: each thread keeps its worker's memory
                 self.release(workers[k])

@@ -39,4 +39,5 @@ ctypedef bint (*convert_fn)(void *ctx, Stream *st, list results, Py_ssize_t k) e
 cdef Stream *new_streams(Py_ssize_t count) except NULL
 cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept nogil
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
-                      encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every)
+                      encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every,
+                      bint largest_first)

@@ -335,3 +335,85 @@ def test_encode_batch_releases_the_gil(tok, code_docs):
     finally:
         sys.setswitchinterval(interval)
     assert seen[-1], f"the observer never ran during a batch ({len(seen)} batches)"
+
+
+# ---------------------------------------------------------------------------
+# the scheduler on a busy machine (pyx/_scheduler.pyx, pyx/_crew.pyx;
+# docs/PERFORMANCE.md, "A busy machine")
+# ---------------------------------------------------------------------------
+
+
+def test_claim_order_puts_big_streams_first():
+    """Streams over 1/(16 * threads) of the batch's bytes are claimed first,
+    largest first (ties in their order), the rest after in their order; with
+    none, or all, of them big, the batch goes in order."""
+    from qwen4exp._native import _scheduler
+
+    sizes = [10, 500, 10, 900, 10, 500, 10] + [10] * 40
+    # total 2,330: the limit for 2 threads is 72 bytes
+    assert _scheduler._claim_order(sizes, 2) == [3, 1, 5, 0, 2, 4, 6] + list(range(7, 47))
+    assert _scheduler._claim_order([10] * 50, 2) is None
+    assert _scheduler._claim_order([100, 200], 2) is None  # all big: nothing to reorder
+    assert _scheduler._claim_order([], 2) is None
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_batches_with_big_documents_keep_their_order(tok, reference, code_docs, threads):
+    """Big documents are claimed first and converted as they are claimed:
+    every result still lands at its own index, for encode_batch and for
+    encode_chats (segmented streams)."""
+    big = sorted(range(len(code_docs)), key=lambda k: -len(code_docs[k]))[:3]
+    small = [k for k in range(len(code_docs)) if k not in big][:60]
+    order = small[:20] + [big[2]] + small[20:40] + [big[0], big[1]] + small[40:]
+    docs = [code_docs[k] for k in order]
+    assert tok.encode_batch(docs, num_threads=threads) == [reference["code"][k] for k in order]
+    chats = [render_chat([{"role": "user", "content": d}]) for d in docs]
+    got = tok.encode_chats(chats, num_threads=threads)
+    assert [a.tolist() for a in got] == [tok.encode_chat(c).tolist() for c in chats]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux affinity and two CPUs")
+def test_member_moves_off_a_cpu_and_keeps_its_affinity():
+    """A crew member that starts on its poster's CPU moves itself: the move
+    (the member's own code, run here on a Python thread) lands on another CPU
+    and leaves the thread's affinity as it was; with one CPU allowed, there
+    is nowhere to go and nothing changes."""
+    from qwen4exp._native import _crew
+
+    results = {}
+
+    def work():
+        mask = os.sched_getaffinity(0)
+        results["free"] = _crew._move_off_here(), mask, os.sched_getaffinity(0)
+        one = {min(mask)}
+        os.sched_setaffinity(0, one)
+        results["pinned"] = _crew._move_off_here(), os.sched_getaffinity(0)
+
+    t = threading.Thread(target=work)  # its affinity is its own: the test's thread keeps its own
+    t.start()
+    t.join()
+    (moved, before, after), mask, mask_after = results["free"]
+    assert moved and before != after and after in mask
+    assert mask_after == mask
+    (moved, before, after), pinned = results["pinned"]
+    assert not moved and before == after
+    assert len(pinned) == 1
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_crew_threads_keep_the_process_affinity(tok, code_docs):
+    """After batches and split texts (members moved or not), every thread of
+    the process may still run on every CPU the process may: a move never
+    narrows a member for good."""
+
+    def allowed(task):
+        with open(f"/proc/self/task/{task}/status") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+
+    main = allowed(os.getpid())
+    for _ in range(5):
+        tok.encode_batch(code_docs[:40], num_threads=2)
+        tok.encode(code_docs[0] * 4)
+    assert {task: allowed(task) for task in os.listdir("/proc/self/task")} == {
+        task: main for task in os.listdir("/proc/self/task")}
