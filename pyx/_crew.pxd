@@ -45,3 +45,9 @@ cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept n
 # Spin (pauses and a look at the clock) for up to `ns` nanoseconds while
 # *p != want; True once *p == want.
 cdef bint spin_until(int *p, int want, long long ns) noexcept nogil
+# CLOCK_MONOTONIC in nanoseconds.
+cdef long long now_ns() noexcept nogil
+# Whether a member found, in the last CONTENDED_NS, that it was preempted
+# while it spun waiting for a post: the machine has more runnable threads
+# than CPUs, and a job handed to a member may wait for a time slice.
+cdef bint crew_contended() noexcept nogil

@@ -22,8 +22,10 @@ A woken member is put where the kernel likes, and a kernel that packs work
 onto few CPUs (as on a small VM) may put it on its poster's CPU, leaving
 the other idle or to another process: the poster and the member then take
 turns on one CPU for the whole job, no faster than the poster alone. A
-member that starts a job on its poster's CPU moves itself to another one
-(docs/PERFORMANCE.md, "A busy machine").
+member that wakes on its poster's CPU moves itself to another one before
+it claims the job: a move is two affinity changes and a migration, 56 µs
+on a 2-vCPU guest, which the poster does not wait for (docs/PERFORMANCE.md,
+"A busy machine").
 
 Members start on first need and are never stopped; a forked child starts
 with no members (its parent's threads do not exist there).
@@ -49,6 +51,8 @@ cdef extern from *:
     #define q4_store(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
     #define q4_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
     #define q4_peek(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+    #define q4_load_time(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+    #define q4_store_time(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
     static inline int q4_swap_if(int *p, int expect, int to) {
         return __atomic_compare_exchange_n(p, &expect, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
@@ -80,6 +84,8 @@ cdef extern from *:
     void q4_store(int *p, int v) nogil
     void q4_publish(int *p, int v) nogil
     int q4_peek(int *p) nogil
+    long long q4_load_time(long long *p) nogil
+    void q4_store_time(long long *p, long long v) nogil
     bint q4_swap_if(int *p, int expect, int to) nogil
     int q4_cpu() nogil
     int q4_move_off(int cpu) nogil
@@ -92,6 +98,8 @@ cdef enum:
     DONE = 3
     SPIN_NS = 150000        # a member waits this long for the next job before it sleeps
     SPIN_CHECK = 64         # pauses between two looks at the clock
+    PREEMPTED_NS = 200000   # a gap this long between two looks: the spinning member was preempted
+    CONTENDED_NS = 50000000  # the crew then reports contention this long
 
 
 cdef struct Member:
@@ -105,10 +113,15 @@ cdef struct Member:
 
 
 cdef Member members[CREW_MAX]
+cdef long long contended_until = 0  # CLOCK_MONOTONIC ns; set by members (member_spin)
 cdef bint move_off_poster = True
 
 
+cdef long posts = 0  # jobs posted, for tests (the GIL serializes posts)
+
+
 cdef int crew_post(crew_fn fn, void *arg) noexcept:
+    global posts
     cdef int i
     cdef Member *m
     for i in range(CREW_MAX):
@@ -122,6 +135,7 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept:
         m.poster_cpu = q4_cpu() if move_off_poster else -1
         q4_publish(&m.state, POSTED)
         bell_ring(&m.bell)
+        posts += 1
         return i
     return -1
 
@@ -197,6 +211,44 @@ cdef bint spin_until(int *p, int want, long long ns) noexcept nogil:
             return False
 
 
+cdef bint member_spin(Member *m) noexcept nogil:
+    """Spin up to SPIN_NS for the next post; False when none came, or when
+    the member finds it was preempted while it spun (a gap of PREEMPTED_NS
+    between two looks at the clock): then the machine has more runnable
+    threads than CPUs, and a spinning member is one more, taking turns from
+    its poster. It marks the crew contended for CONTENDED_NS and sleeps."""
+    cdef long long t = now_ns(), deadline = t + SPIN_NS, last = t
+    cdef int k
+    while True:
+        for k in range(SPIN_CHECK):
+            if q4_load(&m.state) == POSTED:
+                return True
+            q4_pause()
+        t = now_ns()
+        if t - last > PREEMPTED_NS:
+            q4_store_time(&contended_until, t + CONTENDED_NS)
+            return False
+        if t > deadline:
+            return False
+        last = t
+
+
+cdef bint crew_contended() noexcept nogil:
+    cdef long long until = q4_load_time(&contended_until)
+    return until != 0 and now_ns() < until
+
+
+def _set_contended(long long ns):
+    """Test hook: report contention for the next `ns` nanoseconds (0: end
+    it now), as a member does when it finds it was preempted."""
+    q4_store_time(&contended_until, now_ns() + ns if ns > 0 else 0)
+
+
+def _contended():
+    """Test hook: whether the crew reports contention now."""
+    return crew_contended()
+
+
 cdef bint start_member(Member *m) noexcept:
     if not bell_ready(&m.bell):
         return False
@@ -214,22 +266,31 @@ cdef void member_main(void *arg) noexcept nogil:
     while True:
         # Wait for the next post: spin for SPIN_NS, then sleep until rung. The
         # post may be taken back before the member claims it.
-        if not spin_until(&m.state, POSTED, SPIN_NS):
+        if not member_spin(m):
             bell_sleep(&m.bell, &m.state, POSTED, -1)
+        # A woken member may be put on its poster's CPU while another is free
+        # (or only shared with another process): the two would take turns on
+        # one CPU for the whole job, and the member's spin after it would
+        # keep taking the poster's turns. Move to another CPU before claiming
+        # the job, so that the poster never waits for the move (it takes
+        # the job back if it is done first); a member that keeps spinning
+        # stays where it moved.
+        if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu):
+            m.moves += 1
         if q4_swap_if(&m.state, POSTED, RUNNING):
-            # A woken member may be put on its poster's CPU while another is
-            # free (or only shared with another process): the two would take
-            # turns on one CPU for the whole job. Move to another one.
-            if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu):
-                m.moves += 1
             m.fn(m.arg)
             q4_store(&m.state, DONE)
 
 
-cdef inline long long now_ns() noexcept nogil:
+cdef long long now_ns() noexcept nogil:
     cdef timespec t
     clock_gettime(CLOCK_MONOTONIC, &t)
     return <long long> t.tv_sec * 1000000000 + t.tv_nsec
+
+
+def _posts():
+    """Test hook: how many jobs were posted to members."""
+    return posts
 
 
 def _moves():

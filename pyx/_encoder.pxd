@@ -3,7 +3,7 @@
 # encode_data on the same scheduler and workers).
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 
-from qwen4exp._native._scheduler cimport Stream, encode_fn, convert_fn
+from qwen4exp._native._scheduler cimport Stream, RunTimes, encode_fn, convert_fn
 from qwen4exp._native._idvec cimport IdVec
 from qwen4exp._native._bpe cimport BpeModel, Worker
 from qwen4exp._native._piece_cache cimport PieceCache, ShortSlot
@@ -22,6 +22,9 @@ cdef class NativeTokenizer:
     cdef readonly Py_ssize_t cache_size  # pieces per worker cache (Tokenizer(cache_size=))
     cdef readonly int encode_threads  # threads one encode() may use (1: never split)
     cdef readonly Py_ssize_t parts_redone  # texts encode_parts normalized whole after its parallel check failed
+    cdef readonly Py_ssize_t splits_skipped  # texts encode() kept on one thread while splits back off
+    cdef long long split_resume_ns  # encode() splits again from this time (CLOCK_MONOTONIC)
+    cdef long long split_backoff_ns  # the last back-off; 0 after splits that paid
     cdef unsigned char letters  # letter-run class of the pattern, and DIGIT_RUNS (see _pretokenize)
     cdef bint nfc               # DATA is NFC-normalized first (False: the file has no normalizer)
     # The shared cache (pyx/_seed.pyx builds it, prefilled with the token
@@ -59,8 +62,10 @@ cdef class NativeTokenizer:
     cdef int encode_text(self, str text, IdVec *out) except -2
     cdef list encode_parts(self, str text)
     cdef list encode_cut(self, const uint8_t *s, Py_ssize_t n, Py_ssize_t mode)
+    cdef void note_split(self, RunTimes *t) noexcept
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
-                        Py_ssize_t convert_every, bint largest_first)
+                        Py_ssize_t convert_every, bint largest_first, RunTimes *times=*)
     cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
-                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first)
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first,
+                       RunTimes *times=*)
     cdef Py_ssize_t atom_index(self, int32_t t) noexcept nogil

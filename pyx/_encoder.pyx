@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from qwen4exp._native._alloc cimport q4_malloc, q4_free
-from qwen4exp._native._scheduler cimport (Stream, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
+from qwen4exp._native._scheduler cimport (Stream, RunTimes, STREAM_TEXT, STREAM_NFC, STREAM_PART, encode_fn, convert_fn, new_streams,
                                   free_streams, run_streams)
 from qwen4exp._native._idvec cimport IdVec, idvec_free, idvec_reserve, copy_ids
 from qwen4exp._native._bpe cimport (BpeModel, Worker, bpe_model_init, bpe_model_ignore_merges, bpe_model_free,
@@ -41,6 +41,7 @@ from qwen4exp._native._geometry cimport GeoError, check_geometry
 from qwen4exp._native._normalize cimport utf8_nfc, utf8_stable_at
 from qwen4exp._native._pretokenize cimport piece_ends, DIGIT_RUNS, BYTE_LEVEL
 from qwen4exp._native._parts cimport split_points
+from qwen4exp._native._crew cimport now_ns, crew_contended
 from qwen4exp._native._unicode cimport Q4_L, Q4_M
 from qwen4exp._native._pylist cimport IdInts, idvec_to_list, fill_items
 from qwen4exp._native._pylist import shared_id_ints
@@ -61,6 +62,9 @@ cdef enum:
     NOGIL_MIN = 1024        # encode() of a shorter text keeps the GIL (other threads wait microseconds)
     KEEP_IDS = 1 << 18      # ids a kept vector may hold room for (1 MiB; 17 vectors a tokenizer)
     CONVERT_EVERY = 65536   # encode_batch: bytes the calling thread encodes between two conversion passes
+    SPLIT_WAIT_NS = 20000   # a split whose caller waited this long, and longer than it worked, did not pay
+    BACKOFF_MIN_NS = 1000000  # then encode() keeps texts on one thread this long, doubled each time
+    BACKOFF_MAX_NS = 64000000  # up to this (a split that pays sets it back)
 
 
 def _cpu_count():
@@ -86,6 +90,20 @@ def _set_split_min(Py_ssize_t n, wide=None):
     old = (_split_min, _split_min_wide)
     _split_min = max(n, 2)
     _split_min_wide = max(n if wide is None else wide, 2)
+    return old
+
+
+cdef bint _split_backoff = True
+
+
+def _set_split_backoff(bint on):
+    """Test hook: whether encode() stops splitting for a while after a split
+    that did not pay or while the crew reports contention (on by default);
+    returns the old setting. Off, every text from SPLIT_MIN bytes is split,
+    whatever the machine does."""
+    global _split_backoff
+    old = _split_backoff
+    _split_backoff = on
     return old
 
 
@@ -415,7 +433,9 @@ cdef class NativeTokenizer:
         cdef Py_ssize_t n
         PyUnicode_AsUTF8AndSize(text, &n)  # cached with the str: encode_text reuses it
         if self.encode_threads > 1 and n >= (_split_min if PyUnicode_IS_ASCII(text) else _split_min_wide):
-            return self.encode_parts(text)
+            if (not self.split_resume_ns or now_ns() >= self.split_resume_ns) and not (_split_backoff and crew_contended()):
+                return self.encode_parts(text)
+            self.splits_skipped += 1
         memset(&out, 0, sizeof(IdVec))
         if kept:
             self.call_ids_busy = True
@@ -478,6 +498,7 @@ cdef class NativeTokenizer:
         cdef int64_t *bounds = local_bounds
         cdef bint whole = True, pooled = False
         cdef list out
+        cdef RunTimes times
         count = split_count(n, self.encode_threads)
         try:
             if count > LOCAL_PARTS:
@@ -509,7 +530,8 @@ cdef class NativeTokenizer:
                 streams[k].m = mode
                 if idvec_reserve(&streams[k].ids, streams[k].n + 4) < 0:  # 4: room for a hit's 16-byte copy
                     raise MemoryError("out of memory while splitting a text")
-            self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART, False)
+            self.run_batch(streams, count, self.encode_threads, keep_ids, SPLIT_PART, False, &times)
+            self.note_split(&times)
             total = 0
             for k in range(count):
                 if streams[k].renormalize:
@@ -535,6 +557,29 @@ cdef class NativeTokenizer:
                 free_streams(streams, count)
             if bounds != local_bounds:
                 q4_free(bounds)
+
+    cdef void note_split(self, RunTimes *t) noexcept:
+        """After a split text: a caller that waited long for a helper (one
+        the kernel preempted, on a busy machine, holds its part for a time
+        slice: milliseconds) and longer than it worked would have been done
+        sooner alone. encode() then keeps texts on one thread for a while,
+        twice as long after each such split, and tries again; a split that
+        paid ends the back-off (docs/PERFORMANCE.md, "A busy machine")."""
+        if t.waiting_ns > SPLIT_WAIT_NS and t.waiting_ns > t.working_ns and _split_backoff:
+            self.split_backoff_ns = min(max(2 * self.split_backoff_ns, BACKOFF_MIN_NS), BACKOFF_MAX_NS)
+            self.split_resume_ns = now_ns() + self.split_backoff_ns
+        else:
+            self.split_backoff_ns = 0
+            self.split_resume_ns = 0
+
+    def _note_split(self, long long working_ns, long long waiting_ns):
+        """Test hook: note_split as if a split text's caller had worked and
+        waited this long; returns how long encode() now keeps texts on one
+        thread (ns; 0: it splits)."""
+        cdef RunTimes t
+        t.working_ns, t.waiting_ns = working_ns, waiting_ns
+        self.note_split(&t)
+        return max(0, self.split_resume_ns - now_ns()) if self.split_resume_ns else 0
 
     def part_bounds(self, bytes data, Py_ssize_t count):
         """Test hook: the part boundaries encode_parts would use for NFC UTF-8
@@ -761,15 +806,16 @@ cdef class NativeTokenizer:
 
 
     cdef list run_batch(self, Stream *streams, Py_ssize_t count, int num_threads, convert_fn convert,
-                        Py_ssize_t convert_every, bint largest_first):
+                        Py_ssize_t convert_every, bint largest_first, RunTimes *times=NULL):
         """Run the streams on up to num_threads threads (pyx/_scheduler.pyx),
         one pooled worker each, and return what `convert` makes of each
         (largest_first: see run_streams)."""
         return self.run_jobs(streams, count, num_threads, encode_one, convert, <void *> self, convert_every,
-                             largest_first)
+                             largest_first, times)
 
     cdef list run_jobs(self, Stream *streams, Py_ssize_t count, int num_threads, encode_fn encode,
-                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first):
+                       convert_fn convert, void *ctx, Py_ssize_t convert_every, bint largest_first,
+                       RunTimes *times=NULL):
         """run_batch with another encode callback and its context (pyx/_arrow.pyx)."""
         cdef Py_ssize_t want = max(1, min(num_threads, count)), n = 1, k
         cdef Worker *single = self.acquire()
@@ -784,7 +830,7 @@ cdef class NativeTokenizer:
                 break  # the threads that have a worker share the work
             n += 1
         try:
-            return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every, largest_first)
+            return run_streams(streams, count, workers, n, encode, convert, ctx, convert_every, largest_first, times)
         finally:
             for k in range(n - 1, -1, -1):  # workers[0] back on top: each thread keeps its worker's memory
                 self.release(workers[k])

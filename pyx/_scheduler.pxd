@@ -38,6 +38,11 @@ ctypedef bint (*convert_fn)(void *ctx, Stream *st, list results, Py_ssize_t k) e
 
 cdef Stream *new_streams(Py_ssize_t count) except NULL
 cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept nogil
+# Where the calling thread's time went in a run_streams.
+cdef struct RunTimes:
+    long long working_ns    # from the start until nothing was left to claim
+    long long waiting_ns    # then until every helper was done
+
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
                       encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every,
-                      bint largest_first)
+                      bint largest_first, RunTimes *times)

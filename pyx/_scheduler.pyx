@@ -17,7 +17,7 @@ from libc.string cimport memset
 
 from qwen4exp._native._alloc cimport q4_malloc, q4_free
 from qwen4exp._native._crew cimport (crew_post, crew_collect, crew_wait, Bell, bell_ready, bell_free, bell_ring,
-                                     bell_sleep, spin_until)
+                                     bell_sleep, spin_until, now_ns)
 from qwen4exp._native._idvec cimport idvec_free
 
 cdef enum:
@@ -75,7 +75,7 @@ cdef void free_streams(Stream *streams, Py_ssize_t count) noexcept nogil:
 
 cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ssize_t n_workers,
                       encode_fn encode, convert_fn convert, void *ctx, Py_ssize_t convert_every,
-                      bint largest_first):
+                      bint largest_first, RunTimes *times):
     """Encode every stream with workers[0] on this thread and one crew member
     per other worker (fewer if the crew has no more: the others share the work),
     this thread converting finished streams after about every `convert_every`
@@ -86,13 +86,15 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
     largest_first: streams too big to be left for the end are claimed
     first, largest first (claim_order), and converted in the order they are
     claimed; else both go in order (a convert callback that relies on the
-    streams before k being converted)."""
+    streams before k being converted). times: NULL, or where the caller's
+    time went (filled when no exception is raised)."""
     cdef Batch batch
     cdef Helper *helpers = NULL
     cdef Py_ssize_t j, k, started = 0, converted = 0
     cdef list results = [None] * count
     cdef bint out_of_memory = False, more = True
     cdef Stream *st
+    cdef long long t_start = now_ns() if times != NULL else 0, t_tail = 0
     batch.streams = streams
     batch.count = count
     batch.next = 0
@@ -124,6 +126,8 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
                 out_of_memory |= convert(ctx, &streams[k], results, k)
                 converted += 1
             PyErr_CheckSignals()  # lets Ctrl-C / a timeout handler stop a long batch
+        if times != NULL:
+            t_tail = now_ns()
         for j in range(converted, count):
             k = batch.order[j] if batch.order != NULL else j
             st = &streams[k]
@@ -140,6 +144,9 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
         q4_free(helpers)
         q4_free(batch.order)
         bell_free(&batch.caller)  # no helper rings any more
+    if times != NULL:
+        times.working_ns = t_tail - t_start
+        times.waiting_ns = now_ns() - t_tail
     if out_of_memory:
         raise MemoryError("out of memory while tokenizing a batch")
     return results

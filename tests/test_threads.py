@@ -417,3 +417,88 @@ def test_crew_threads_keep_the_process_affinity(tok, code_docs):
         tok.encode(code_docs[0] * 4)
     assert {task: allowed(task) for task in os.listdir("/proc/self/task")} == {
         task: main for task in os.listdir("/proc/self/task")}
+
+
+def test_split_texts_and_batches_post_to_the_crew(tok, code_docs):
+    """encode() of a long text and encode_batch on 2 threads hand work to
+    the crew (a post each; whether the member takes it is up to the
+    machine), and the ids are those of one thread."""
+    from qwen4exp._native import _crew, _encoder
+
+    text = "".join(code_docs[:8])
+    assert len(text.encode()) > 8 * 2048
+    one = qwen4exp.Tokenizer(encode_threads=1)
+    assert not _encoder._set_split_backoff(False)  # tests/conftest.py turned it off
+    before = _crew._posts()
+    assert tok.encode(text) == one.encode(text)
+    after_encode = _crew._posts()
+    assert tok.encode_batch(code_docs[:20], num_threads=2) == [one.encode(d) for d in code_docs[:20]]
+    after_batch = _crew._posts()
+    assert after_encode > before
+    assert after_batch > after_encode
+
+
+@pytest.fixture
+def split_backoff():
+    from qwen4exp._native import _crew, _encoder
+
+    old = _encoder._set_split_backoff(True)
+    _crew._set_contended(0)
+    try:
+        yield
+    finally:
+        _encoder._set_split_backoff(old)
+        _crew._set_contended(0)
+
+
+def test_split_backoff_after_a_split_that_did_not_pay(split_backoff, code_docs):
+    """A split text whose caller waited long for a helper, and longer than it
+    worked, did not pay: encode() keeps texts on one thread for 1 ms, twice
+    as long after each such split (up to 64 ms), and a split that paid ends
+    it. Texts kept on one thread get the same ids."""
+    from qwen4exp._native import _crew
+
+    tok = qwen4exp.Tokenizer()
+    native = tok.core.native
+    assert native._note_split(30_000, 1_000) == 0  # waited little
+    assert native._note_split(5_000, 15_000) == 0  # waited longer than it worked, but 15 µs only
+    assert native._note_split(500_000, 300_000) == 0  # waited long, but less than it worked
+    first = native._note_split(10_000, 300_000)
+    assert 0 < first <= 1_000_000
+    second = native._note_split(10_000, 300_000)
+    assert 1_000_000 < second <= 2_000_000
+    for _ in range(10):
+        last = native._note_split(10_000, 300_000)
+    assert 32_000_000 < last <= 64_000_000
+    text = "".join(code_docs[:8])
+    skipped, posts = native.splits_skipped, _crew._posts()
+    assert tok.encode(text) == qwen4exp.Tokenizer(encode_threads=1).encode(text)
+    assert native.splits_skipped == skipped + 1 and _crew._posts() == posts
+    assert native._note_split(30_000, 1_000) == 0  # a split that paid
+    assert 0 < native._note_split(10_000, 300_000) <= 1_000_000  # the next back-off: from 1 ms again
+    assert native._note_split(30_000, 1_000) == 0
+    assert tok.encode(text) == qwen4exp.Tokenizer(encode_threads=1).encode(text)
+    assert native.splits_skipped == skipped + 1 and _crew._posts() > posts
+
+
+def test_no_split_while_the_crew_reports_contention(split_backoff, code_docs):
+    """While a member reports that it was preempted as it spun (more runnable
+    threads than CPUs), encode() keeps texts on one thread; batches still
+    use the crew."""
+    from qwen4exp._native import _crew
+
+    tok = qwen4exp.Tokenizer()
+    native = tok.core.native
+    text = "".join(code_docs[:8])
+    _crew._set_contended(10**12)
+    assert _crew._contended()
+    skipped, posts = native.splits_skipped, _crew._posts()
+    assert tok.encode(text) == qwen4exp.Tokenizer(encode_threads=1).encode(text)
+    assert native.splits_skipped == skipped + 1 and _crew._posts() == posts
+    tok.encode_batch(code_docs[:20], num_threads=2)
+    assert _crew._posts() > posts
+    _crew._set_contended(0)
+    assert not _crew._contended()
+    posts = _crew._posts()
+    tok.encode(text)
+    assert native.splits_skipped == skipped + 1 and _crew._posts() > posts
