@@ -1,6 +1,9 @@
 """Warm-on-fresh-documents and cold throughput of two peers, alone in a process.
 
-    PYTHONPATH=src python3 bench/bench_fresh.py [--rounds 3] [--peers qwen4exp,fastokens]
+    PYTHONPATH=src python3 bench/bench_fresh.py [--rounds 3] [--peers qwen4exp,fastokens] [--busy N]
+
+`qwen4exp-1thread` in --peers is qwen4exp with encode_threads=1 (no text cut
+across the crew); --busy N runs it all beside N processes that spin.
 
 The same measurement as report.py's "warm, fresh documents" and "cold"
 columns (report.split_documents, common.time_documents, peers.BUILDERS), but
@@ -13,6 +16,7 @@ interleaved round by round; best of `rounds`.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,19 +33,40 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--peers", default="qwen4exp,fastokens")
+    ap.add_argument("--busy", type=int, default=0, metavar="N", help="beside N spinning processes")
     a = ap.parse_args(argv)
     names = [n.strip() for n in a.peers.split(",") if n.strip()]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.busy)]
+    try:
+        return run(names, a.rounds)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def build(name: str):
+    if name == "qwen4exp-1thread":
+        import qwen4exp
+
+        tok = qwen4exp.Tokenizer(encode_threads=1)
+        tok.encode("warm up")
+        return tok
+    return peers.BUILDERS[name]()  # builders end with a one-word encode
+
+
+def run(names: list[str], rounds: int) -> int:
     split = {c: report.split_documents(c) for c in common.THROUGHPUT_CORPORA}
     split["short"] = report.split_documents("short")
     best: dict = {}
-    for _ in range(a.rounds):
+    for _ in range(rounds):
         for c in split:
             warm, docs = split[c]
             for n in names:
-                fresh = peers.BUILDERS[n]()  # builders end with a one-word encode
+                fresh = build(n)
                 t = common.time_documents(fresh.encode, docs)
                 best[(c, n, "cold")] = min(best.get((c, n, "cold"), float("inf")), t)
-                fresh = peers.BUILDERS[n]()
+                fresh = build(n)
                 for d in warm:
                     fresh.encode(d)
                 t = common.time_documents(fresh.encode, docs)
