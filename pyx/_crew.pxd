@@ -13,8 +13,10 @@ cdef enum:
 
 # Post fn(arg) to an idle member (starting one if none is idle); returns the
 # member's index, or -1 when none can take it (run it yourself). Call with the
-# GIL held: it serializes posts and member starts.
-cdef int crew_post(crew_fn fn, void *arg) noexcept
+# GIL held: it serializes posts and member starts. long_job: the job is worth
+# a yield of the poster's CPU (microseconds) if that gets a sleeping member
+# going sooner.
+cdef int crew_post(crew_fn fn, void *arg, bint long_job) noexcept
 # Take the job back from member `i` if it has not started it, else wait for
 # fn to return. Callable without the GIL.
 cdef void crew_collect(int i) noexcept nogil
@@ -36,9 +38,9 @@ cdef struct Bell:
 # Make the bell usable; False if no lock could be had (then spin instead).
 cdef bint bell_ready(Bell *b) noexcept nogil
 cdef void bell_free(Bell *b) noexcept nogil
-# Wake the sleeper, if one sleeps. Set the watched flag first, with a
-# sequentially consistent store (or accept a ring that comes late).
-cdef void bell_ring(Bell *b) noexcept nogil
+# Wake the sleeper, if one sleeps (True then). Set the watched flag first,
+# with a sequentially consistent store (or accept a ring that comes late).
+cdef bint bell_ring(Bell *b) noexcept nogil
 # Sleep until *p == want, a ring, or `timeout_us` microseconds (< 0: no
 # limit); True if *p == want was seen.
 cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept nogil

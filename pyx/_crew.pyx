@@ -24,8 +24,11 @@ the other idle or to another process: the poster and the member then take
 turns on one CPU for the whole job, no faster than the poster alone. A
 member that wakes on its poster's CPU moves itself to another one before
 it claims the job: a move is two affinity changes and a migration, 56 µs
-on a 2-vCPU guest, which the poster does not wait for (docs/PERFORMANCE.md,
-"A busy machine").
+on a 2-vCPU guest, which the poster does not wait for. There, a woken
+member waited 1.6 – 2.1 ms on average before it ran, queued behind its
+poster on the poster's CPU; a poster with a long job that woke a sleeping
+member yields its CPU once, and the member starts within about 0.1 ms
+(docs/PERFORMANCE.md, "A busy machine").
 
 Members start on first need and are never stopped; a forked child starts
 with no members (its parent's threads do not exist there).
@@ -120,7 +123,7 @@ cdef bint move_off_poster = True
 cdef long posts = 0  # jobs posted, for tests (the GIL serializes posts)
 
 
-cdef int crew_post(crew_fn fn, void *arg) noexcept:
+cdef int crew_post(crew_fn fn, void *arg, bint long_job) noexcept:
     global posts
     cdef int i
     cdef Member *m
@@ -134,7 +137,12 @@ cdef int crew_post(crew_fn fn, void *arg) noexcept:
         m.arg = arg
         m.poster_cpu = q4_cpu() if move_off_poster else -1
         q4_publish(&m.state, POSTED)
-        bell_ring(&m.bell)
+        if bell_ring(&m.bell) and long_job:
+            # The member slept: the kernel may have woken it on this CPU,
+            # behind the poster, for the rest of the poster's time slice.
+            # Let it run now: it moves to another CPU and starts.
+            with nogil:
+                sched_yield()
         posts += 1
         return i
     return -1
@@ -179,11 +187,13 @@ cdef void bell_free(Bell *b) noexcept nogil:
         b.lock = NULL
 
 
-cdef void bell_ring(Bell *b) noexcept nogil:
+cdef bint bell_ring(Bell *b) noexcept nogil:
     # Exactly one give answers each sleep: the side that flips `sleeping`
     # from 1 to 0 owns it.
     if q4_load(&b.sleeping) and q4_swap_if(&b.sleeping, 1, 0):
         q4_lock_give(b.lock)
+        return True
+    return False
 
 
 cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept nogil:

@@ -25,6 +25,7 @@ cdef enum:
     TAIL_SPIN_NS = 30000    # the caller spins this long for a helper's stream before it sleeps
     TAIL_SLEEP_US = 10000   # and sleeps at most this long between two signal checks
     TAIL_SHARE = 16         # streams over 1/(TAIL_SHARE * threads) of a batch's bytes go first
+    LONG_JOB = 131072       # bytes a thread at least: a long job for the crew (crew_post)
 
 
 cdef struct Batch:
@@ -90,7 +91,7 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
     time went (filled when no exception is raised)."""
     cdef Batch batch
     cdef Helper *helpers = NULL
-    cdef Py_ssize_t j, k, started = 0, converted = 0
+    cdef Py_ssize_t j, k, started = 0, converted = 0, total = 0
     cdef list results = [None] * count
     cdef bint out_of_memory = False, more = True
     cdef Stream *st
@@ -107,12 +108,14 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
         if n_workers > 1 and largest_first:
             batch.order = claim_order(streams, count, n_workers)  # NULL: in order (also when out of memory)
         if n_workers > 1:
+            for k in range(count):
+                total += streams[k].n
             # No Python code runs from here to the last start.
             helpers = <Helper *> q4_malloc(<size_t> (n_workers - 1) * sizeof(Helper))
             while helpers != NULL and started < n_workers - 1:
                 helpers[started].batch = &batch
                 helpers[started].w = workers[started + 1]
-                helpers[started].member = crew_post(run_helper, &helpers[started])
+                helpers[started].member = crew_post(run_helper, &helpers[started], total >= LONG_JOB * n_workers)
                 if helpers[started].member < 0:
                     break
                 started += 1
