@@ -237,6 +237,8 @@ FORGERIES = {
     "atom spelling empty": lambda a: _atoms_spelled(a, [b""] + _atom_spellings(a)[1:]),
     "atom_special of another length": _replace("atom_special", lambda s: s[:-1]),
     "atom_special not flags": _replace("atom_special", lambda s: s.astype(np.float64)),
+    "atom_strip of another length": _replace("atom_strip", lambda s: s[:-1]),
+    "atom_strip past its flags": _replace("atom_strip", _at(0, 4)),
     # merges
     "merge result past the vocabulary": lambda a: _replace("merges", _at((0, 2), len(a["token_offsets"]) - 1))(a),
     "merge part negative": _replace("merges", _at((0, 0), -1)),

@@ -209,3 +209,91 @@ def test_ray_rows_render_through_the_template(qwen25):
     columns = {"messages": [json.dumps({"messages": CONVERSATION, "tools": TOOLS})]}
     chat = ray_module._render(columns, 0, "messages", render)
     assert chat == tok.render_chat(CONVERSATION, tools=TOOLS)
+
+
+# Phi-3.5's template over Qwen3's vocabulary with Phi-3's chat markers added as
+# Phi-3's tokenizer.json has them: each takes the whitespace on its right
+# (rstrip); <|end|> here the whitespace on its left too (lstrip), <|system|>
+# neither. Hugging Face leaves that whitespace out of the ids, caller text included.
+PHI35 = "microsoft-Phi-3.5-mini-instruct.jinja"
+_PHI_MARKERS = {"<|system|>": (False, False), "<|user|>": (False, True), "<|assistant|>": (False, True),
+                "<|end|>": (True, True)}
+SPACED = [
+    {"role": "system", "content": "  Be brief.\n"},
+    {"role": "user", "content": "\n\n  What is 2+2?  \t"},
+    {"role": "assistant", "content": "\u3000\u2028 Four.\u00a0\u0085"},
+    {"role": "user", "content": "\x1c\x1f not White_Space \u200b\ufeff"},
+    {"role": "assistant", "content": "   "},
+    {"role": "user", "content": "<|end|>  <|user|>\n caller-spelled markers stay text \n<|assistant|>"},
+]
+
+
+@pytest.fixture(scope="module")
+def stripping(tmp_path_factory):
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    from _hf_reference import hf_full
+
+    hf = hf_full()
+    hf.add_special_tokens([AddedToken(m, special=True, normalized=False, lstrip=left, rstrip=right)
+                           for m, (left, right) in _PHI_MARKERS.items()])
+    folder = tmp_path_factory.mktemp("stripping")
+    (folder / "tokenizer.json").write_text(hf.to_str(), encoding="utf-8")
+    added = json.loads(hf.to_str())["added_tokens"]
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "added_tokens_decoder": {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                                                   "single_word", "special")} for t in added},
+        "bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": R.template_text(PHI35)}), encoding="utf-8")
+    return Tokenizer.from_pretrained(str(folder)), AutoTokenizer.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize("agp", [False, True])
+@pytest.mark.parametrize("upto", [1, 2, 3, 4, 5, 6])
+def test_added_tokens_take_the_whitespace_beside_them(stripping, upto, agp):
+    """The ids of transformers' apply_chat_template(tokenize=True) on a folder
+    whose added tokens have lstrip / rstrip: the whitespace beside those
+    tokens, the template's and the caller's, is not encoded (and Python's
+    str.isspace characters that are not White_Space, U+001C - U+001F, are);
+    markers the caller spells stay text (where transformers' ids differ)."""
+    tok, hf = stripping
+    assert tok.chat_format == "template"
+    messages = SPACED[:upto]
+    chat = tok.render_chat(messages, add_generation_prompt=agp)
+    if upto < len(SPACED):  # the last message spells markers, which transformers makes atoms of
+        want = hf.apply_chat_template(messages, add_generation_prompt=agp, tokenize=True)
+        want = want["input_ids"] if isinstance(want, dict) else want
+        assert tok.encode_chat(chat).tolist() == list(want)
+    controls = b"".join(chat.data[s.start:s.end] for s in chat.segments if s.kind == Kind.TRUSTED_CONTROL).decode()
+    template_only = hf.apply_chat_template([dict(x, content="x") for x in messages], add_generation_prompt=agp,
+                                           tokenize=False)
+    for m in _PHI_MARKERS:  # the markers the caller spells are text: the atoms are the template's own
+        assert controls.count(m) == template_only.count(m)
+
+
+def test_white_space_is_tokenizers_own():
+    """The characters an lstrip / rstrip token takes are those Hugging Face's
+    `tokenizers` takes: a sample here (every str.isspace character and 2,000
+    others); every code point under slow."""
+    check_white_space([c for c in range(0x110000) if chr(c).isspace()] + list(range(0, 0x110000, 557)))
+
+
+@pytest.mark.slow
+def test_white_space_is_tokenizers_own_everywhere():
+    check_white_space(range(0x110000))
+
+
+def check_white_space(code_points):
+    from tokenizers import AddedToken
+
+    from _hf_reference import hf_plain
+    from qwen4exp.render.template import WHITE_SPACE
+
+    hf = hf_plain()
+    hf.add_special_tokens([AddedToken("<x>", special=True, normalized=False, lstrip=True)])
+    bare = hf.encode("a<x>", add_special_tokens=False).ids
+    chars = [chr(c) for c in code_points if not 0xD800 <= c < 0xE000]
+    got = hf.encode_batch(["a" + ch + "<x>" for ch in chars], add_special_tokens=False)
+    taken = {ch for ch, e in zip(chars, got) if e.ids == bare}
+    assert taken == WHITE_SPACE & set(chars)

@@ -316,3 +316,15 @@ def test_jinja_is_imported_on_first_render_only():
             "assert 'jinja2' in sys.modules\n")
     done = run_isolated(code)
     assert done.returncode == 0, done.stderr
+
+
+def test_generation_offsets_skip_the_whitespace_tokens_take():
+    """{% generation %} byte offsets into the template's output, moved into the
+    stream that lacks the whitespace lstrip / rstrip tokens take (an offset
+    inside a dropped range goes to its start; multi-byte characters count
+    their bytes)."""
+    from qwen4exp.render.template import _without
+
+    assert _without((0, 2, 3, 4, 9, 13), "ab  cd<x>  ef", [(2, 4), (9, 11)]) == (0, 2, 2, 2, 7, 9)
+    assert _without((0, 2, 4, 5), "é  x", [(1, 3)]) == (0, 2, 2, 3)
+    assert _without((1, 3), "abc", []) == (1, 3)

@@ -69,6 +69,8 @@ class TokenizerCore:
     native: NativeTokenizer
     #: spelling -> id of the added tokens (read-only)
     atoms: Mapping[str, int]
+    #: spelling -> lstrip / rstrip flags of the added tokens that have them
+    atom_strip: dict[str, int]
     #: number of BPE ids (atoms may lie past it)
     n_vocab: int
     special_ids: frozenset[int]
@@ -123,6 +125,8 @@ class TokenizerCore:
         self.atoms = types.MappingProxyType(
             {blob[offs[i]: offs[i + 1]].decode("utf-8"): int(a) for i, a in enumerate(arrays["atom_ids"])}
         )
+        # STRIP_LEFT | STRIP_RIGHT (qwen4exp.vocab.compile): the whitespace it takes with it
+        self.atom_strip = {sp: int(f) for sp, f in zip(self.atoms, arrays["atom_strip"].tolist()) if f}
         self.n_vocab = int(len(arrays["token_offsets"]) - 1)
         special = arrays["atom_special"].astype(bool).tolist()
         self.special_ids = frozenset(int(a) for a, s in zip(arrays["atom_ids"], special) if s)
@@ -237,7 +241,7 @@ class TokenizerCore:
         if other is not None and other != binding.template:
             binding = type(binding)(other, binding.special_tokens)
         if self._atom_matcher is None:  # the atom spellings trusted template text resolves to
-            self._atom_matcher = AtomMatcher(self.atoms)
+            self._atom_matcher = AtomMatcher(self.atoms, self.atom_strip)
         chat = RenderedChat()
         chat._commit(binding.record(self._atom_matcher, messages, tools, add_generation_prompt, options))
         return chat

@@ -274,14 +274,27 @@ def _compiled(template: str) -> Any:
 # -- atoms -------------------------------------------------------------------------
 
 
+# Unicode's White_Space characters: what an added token with lstrip / rstrip
+# takes with it (Rust's char::is_whitespace, as Hugging Face `tokenizers`
+# checks it; not Python's str.isspace, which adds U+001C - U+001F). The
+# property has had these 25 since Unicode 6.3; tests/test_template_render.py
+# checks them against `tokenizers` over every code point.
+WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                        "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+STRIP_LEFT, STRIP_RIGHT = 1, 2  # as the compiled vocabulary's atom_strip (qwen4exp.vocab.compile)
+
+
 class AtomMatcher:
     """Finds a vocabulary's added-token spellings leftmost-longest, as Hugging
-    Face `tokenizers` extracts added tokens from a text."""
+    Face `tokenizers` extracts added tokens from a text. `strip`: spelling ->
+    STRIP_LEFT | STRIP_RIGHT for the tokens that take the whitespace beside
+    them (AddedToken lstrip / rstrip)."""
 
-    __slots__ = ("spellings", "_pattern")
+    __slots__ = ("spellings", "strip", "_pattern")
 
-    def __init__(self, spellings: Iterable[str]) -> None:
+    def __init__(self, spellings: Iterable[str], strip: Mapping[str, int] | None = None) -> None:
         self.spellings = frozenset(s for s in spellings if s)
+        self.strip = {k: v for k, v in (strip or {}).items() if v and k in self.spellings}
         ordered = sorted(self.spellings, key=lambda s: (-len(s), s))
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
@@ -409,23 +422,64 @@ def _extend(runs: list[tuple[int, int]], a: int, b: int) -> None:
         runs.append((a, b))
 
 
-def _segment(text: str, runs: list[tuple[int, int]], matcher: AtomMatcher) -> tuple[list[bytes], bool]:
-    """Alternating parts (DATA / TRUSTED_CONTROL) and the first part's kind."""
-    controls: list[tuple[int, int]] = []
+def _segment(text: str, runs: list[tuple[int, int]],
+             matcher: AtomMatcher) -> tuple[list[bytes], bool, list[tuple[int, int]]]:
+    """Alternating parts (DATA / TRUSTED_CONTROL), the first part's kind, and
+    the character ranges left out of the stream: the whitespace that a token
+    with lstrip / rstrip takes with it (Hugging Face `tokenizers` makes it
+    part of the token's match, so it is not encoded), whatever its origin."""
+    found: list[tuple[int, int]] = []
     for a, b in runs:
-        for s, e in matcher.find(text, a, b):
-            _extend(controls, s, e)
+        found += matcher.find(text, a, b)
     parts: list[bytes] = []
-    first_control = bool(controls) and controls[0][0] == 0
-    pos = 0
-    for s, e in controls:
-        if s > pos:
-            parts.append(utf8(text[pos:s], f"the rendered template at character {pos}"))
-        parts.append(text[s:e].encode("utf-8"))
-        pos = e
+    dropped: list[tuple[int, int]] = []
+    first_control = last_control = False
+    pos = 0  # where the last token's match, whitespace included, ends
+    for i, (s, e) in enumerate(found):
+        flags = matcher.strip.get(text[s:e], 0) if matcher.strip else 0
+        left, right = s, e
+        if flags & STRIP_LEFT:
+            while left > pos and text[left - 1] in WHITE_SPACE:
+                left -= 1
+        if flags & STRIP_RIGHT:
+            limit = found[i + 1][0] if i + 1 < len(found) else len(text)
+            while right < limit and text[right] in WHITE_SPACE:
+                right += 1
+        if left > pos:
+            parts.append(utf8(text[pos:left], f"the rendered template at character {pos}"))
+            last_control = False
+        elif not parts:
+            first_control = True
+        if last_control:  # nothing encoded since the last token: one control part
+            parts[-1] += text[s:e].encode("utf-8")
+        else:
+            parts.append(text[s:e].encode("utf-8"))
+        last_control = True
+        for a, b in ((left, s), (e, right)):
+            if b > a:
+                _extend(dropped, a, b)
+        pos = right
     if pos < len(text):
         parts.append(utf8(text[pos:], f"the rendered template at character {pos}"))
-    return parts, first_control
+    return parts, first_control, dropped
+
+
+def _without(offsets: tuple[int, ...], text: str, dropped: list[tuple[int, int]]) -> tuple[int, ...]:
+    """Byte offsets into `text` as offsets into the stream, which lacks the
+    `dropped` character ranges (an offset inside one moves to its start)."""
+    if not dropped:
+        return offsets
+    cuts = [(len(text[:a].encode("utf-8", "surrogatepass")), len(text[a:b].encode("utf-8", "surrogatepass")))
+            for a, b in dropped]
+    out = []
+    for o in offsets:
+        removed = 0
+        for at, n in cuts:
+            if at >= o:
+                break
+            removed += min(n, o - at)
+        out.append(o - removed)
+    return tuple(out)
 
 
 def _tools_json(tools: Any) -> tuple[bytes, ...]:
@@ -473,11 +527,11 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
     variables["add_generation_prompt"] = wrap_caller(add_generation_prompt)
     pieces, generated = _pieces(template, variables)
     text, runs = _trusted_runs(pieces)
-    parts, first_control = _segment(text, runs, matcher)
+    parts, first_control, dropped = _segment(text, runs, matcher)
     bounds = tuple(accumulate(map(len, parts), initial=0))
-    return ChatRecord(b"".join(parts), bounds, first_control, text, (), (), TEMPLATE_FORMAT,
+    return ChatRecord(b"".join(parts), bounds, first_control, None if dropped else text, (), (), TEMPLATE_FORMAT,
                       _tools_json(tools), bool(add_generation_prompt), False, (),
-                      _generation_bytes(pieces, generated))
+                      _without(_generation_bytes(pieces, generated), text, dropped))
 
 
 def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[Mapping[str, Any]] | None = None,

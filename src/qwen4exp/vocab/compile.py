@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 4  # 4: ByteLevel's own split runs natively (native_pattern digits 0)
+FORMAT_VERSION = 5  # 5: atom_strip (added tokens' lstrip / rstrip); 4: ByteLevel's own split natively
 
 
 def _load_descriptors():
@@ -210,8 +210,13 @@ def compile_tokenizer_json(raw: bytes, where: str = "tokenizer.json", generic=No
         ) from None
 
 
-def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
-    """(content, id, special) of the added tokens, sorted by id. Each has its own
+# atom_strip flags: the added token takes the whitespace on its left / right
+# with it (HF AddedToken lstrip / rstrip), so that whitespace is not encoded.
+STRIP_LEFT, STRIP_RIGHT = 1, 2
+
+
+def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool, int]]:
+    """(content, id, special, strip flags) of the added tokens, sorted by id. Each has its own
     id above the BPE range, or is a BPE token DATA can never produce (checked
     by _arrays): an added id DATA could produce would break provenance
     (docs/RELIABILITY.md)."""
@@ -240,7 +245,8 @@ def _added_tokens(tok: dict, n: int, where: str) -> list[tuple[str, int, bool]]:
                                    "(a lone surrogate)") from None
         ids.add(idx)
         spellings.add(content)
-        atoms.append((content, idx, bool(t.get("special"))))
+        strip = (STRIP_LEFT if t.get("lstrip") else 0) | (STRIP_RIGHT if t.get("rstrip") else 0)
+        atoms.append((content, idx, bool(t.get("special")), strip))
     return sorted(atoms, key=lambda x: x[1])
 
 
@@ -359,14 +365,14 @@ def compile_tiktoken(raw: bytes, specials: tuple[str, ...], marks: bool,
         if not 0 <= rank < n or token_bytes[rank] is not None:
             raise VocabFormatError(f"{where}: ranks must be dense 0..{n - 1} (bad rank {rank})")
         token_bytes[rank] = tok
-    atoms = [(sp, n + i, True) for i, sp in enumerate(specials)]  # TikTokenConverter: special=True
+    atoms = [(sp, n + i, True, 0) for i, sp in enumerate(specials)]  # TikTokenConverter: special=True
     return _arrays(raw, token_bytes, tiktoken_merges(ranks), atoms, marks, True, where)
 
 
-def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool]],
+def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple[str, int, bool, int]],
             marks: bool, ignore_merges: bool, where: str, missing_ok: bool = False,
             dead: set[int] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
-    """The compiled arrays; atoms are (spelling, id, special) triples. missing_ok:
+    """The compiled arrays; atoms are (spelling, id, special, strip flags). missing_ok:
     some bytes have no token (the generic pipeline drops them); dead: tokens
     BPE never makes, whose spelling may repeat a live one's."""
     n = len(token_bytes)
@@ -377,9 +383,9 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
         if bytes([b]) not in by_bytes and not missing_ok:
             raise VocabFormatError(f"{where}: byte 0x{b:02x} has no token")
     atoms = sorted(atoms, key=lambda x: x[1])
-    atom_blob = [a.encode("utf-8") for a, _, _ in atoms]
-    made = set(merges[:, 2].tolist()) if any(i < n for _, i, _ in atoms) else set()
-    for (content, i, _), spelled in zip(atoms, atom_blob):
+    atom_blob = [a.encode("utf-8") for a, _, _, _ in atoms]
+    made = set(merges[:, 2].tolist()) if any(i < n for _, i, _, _ in atoms) else set()
+    for (content, i, _, _), spelled in zip(atoms, atom_blob):
         if i < n:
             why = _reachable_atom(token_bytes[i], spelled, i in made, ignore_merges)
             if why:
@@ -394,9 +400,10 @@ def _arrays(raw: bytes, token_bytes: list, merges: np.ndarray, atoms: list[tuple
         "token_bytes": np.frombuffer(b"".join(token_bytes), dtype=np.uint8),
         "token_offsets": offsets,
         "merges": merges,
-        "atom_ids": np.array([i for _, i, _ in atoms], dtype=np.int32),
+        "atom_ids": np.array([i for _, i, _, _ in atoms], dtype=np.int32),
         # skip_special in decode drops exactly these, as HF's skip_special_tokens does
-        "atom_special": np.array([s for _, _, s in atoms], dtype=np.uint8),
+        "atom_special": np.array([s for _, _, s, _ in atoms], dtype=np.uint8),
+        "atom_strip": np.array([f for _, _, _, f in atoms], dtype=np.uint8),
         "atom_bytes": np.frombuffer(b"".join(atom_blob), dtype=np.uint8),
         "atom_offsets": atom_offsets,
         "marks": np.array([marks], dtype=np.bool_),
@@ -431,6 +438,7 @@ COMPILED_ARRAYS: dict[str, tuple[np.dtype, tuple]] = {
     "merges": (np.dtype(np.int32), (None, 3)),
     "atom_ids": (np.dtype(np.int32), (None,)),
     "atom_special": (np.dtype(np.uint8), (None,)),
+    "atom_strip": (np.dtype(np.uint8), (None,)),
     "atom_bytes": (np.dtype(np.uint8), (None,)),
     "atom_offsets": (np.dtype(np.int64), (None,)),
     "marks": (np.dtype(np.bool_), (1,)),
@@ -499,6 +507,9 @@ def check_compiled(arrays, *, self_encoding: bool = True, deep: bool = False) ->
     special = arrays["atom_special"]
     if special.shape != ai.shape or (special.size and int(special.max()) > 1):
         raise VocabFormatError("compiled vocabulary: atom_special is not one 0/1 flag per added token")
+    strip = arrays["atom_strip"]
+    if strip.shape != ai.shape or (strip.size and int(strip.max()) > STRIP_LEFT | STRIP_RIGHT):
+        raise VocabFormatError("compiled vocabulary: atom_strip is not one lstrip/rstrip flag set per added token")
     lengths = np.diff(to)
     singles = tb[to[:-1][lengths == 1]]
     if len(set(singles.tolist())) != 256 and "pipeline" not in arrays:  # the generic pipeline drops them

@@ -43,7 +43,7 @@ __all__ = ["load_model_folder", "vocabulary_digest", "read_chat_template", "read
            "read_special_tokens", "CONFIG_LIMIT"]
 
 # The compiled arrays that decide ids and decoded text (not the source checksum).
-_CONTENT = ("token_bytes", "token_offsets", "merges", "atom_ids", "atom_special", "atom_bytes",
+_CONTENT = ("token_bytes", "token_offsets", "merges", "atom_ids", "atom_special", "atom_strip", "atom_bytes",
             "atom_offsets", "marks", "ignore_merges")
 #: The largest config file (config.json, tokenizer_config.json, a chat template)
 #: a model folder may have: Qwen's are a few KB to a few hundred KB.
