@@ -236,7 +236,8 @@ cdef bint member_spin(Member *m) noexcept nogil:
             q4_pause()
         t = now_ns()
         if t - last > PREEMPTED_NS:
-            q4_store_time(&contended_until, t + CONTENDED_NS)
+            if q4_load_time(&contended_until) < t + CONTENDED_NS:  # a report never shortens another
+                q4_store_time(&contended_until, t + CONTENDED_NS)
             return False
         if t > deadline:
             return False
