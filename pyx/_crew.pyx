@@ -63,23 +63,27 @@ cdef extern from *:
     static inline int q4_cpu(void) { return sched_getcpu(); }
     /* Move the calling thread off `cpu`: narrow its affinity to the other
        allowed CPUs (the kernel migrates it before the call returns), then
-       give the whole mask back (it stays where it was moved). 1 if moved. */
+       give the whole mask back (it stays where it was moved, until the
+       scheduler moves it). The CPU it ran on while narrowed, or -1 if it
+       did not move. */
     static int q4_move_off(int cpu) {
         cpu_set_t mask, other;
+        int landed;
         if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0)
-            return 0;
+            return -1;
         if (!CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2)
-            return 0;
+            return -1;
         other = mask;
         CPU_CLR(cpu, &other);
         if (sched_setaffinity(0, sizeof other, &other) != 0)
-            return 0;
+            return -1;
+        landed = sched_getcpu();
         sched_setaffinity(0, sizeof mask, &mask);
-        return 1;
+        return landed < 0 ? cpu + 1 : landed;  /* moved, even where getcpu fails */
     }
     #else
     static inline int q4_cpu(void) { return -1; }
-    static inline int q4_move_off(int cpu) { (void) cpu; return 0; }
+    static inline int q4_move_off(int cpu) { (void) cpu; return -1; }
     #endif
     """
     void q4_pause() nogil
@@ -286,7 +290,7 @@ cdef void member_main(void *arg) noexcept nogil:
         # the job, so that the poster never waits for the move (it takes
         # the job back if it is done first); a member that keeps spinning
         # stays where it moved.
-        if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu):
+        if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu) >= 0:
             m.moves += 1
         if q4_swap_if(&m.state, POSTED, RUNNING):
             m.fn(m.arg)
@@ -312,13 +316,13 @@ def _moves():
 
 def _move_off_here():
     """Test hook: move the calling thread off the CPU it runs on, as a member
-    does; returns (moved, CPU before, CPU after)."""
-    cdef int before, after, moved
+    does; returns (CPU before, CPU it ran on while moved away: -1 if it did
+    not move)."""
+    cdef int before, landed
     with nogil:
         before = q4_cpu()
-        moved = q4_move_off(before)
-        after = q4_cpu()
-    return bool(moved), before, after
+        landed = q4_move_off(before)
+    return before, landed
 
 
 def _set_move_off_poster(bint on):

@@ -394,11 +394,11 @@ def test_member_moves_off_a_cpu_and_keeps_its_affinity():
     t = threading.Thread(target=work)  # its affinity is its own: the test's thread keeps its own
     t.start()
     t.join()
-    (moved, before, after), mask, mask_after = results["free"]
-    assert moved and before != after and after in mask
+    (before, landed), mask, mask_after = results["free"]
+    assert landed >= 0 and landed != before and landed in mask
     assert mask_after == mask
-    (moved, before, after), pinned = results["pinned"]
-    assert not moved and before == after
+    (before, landed), pinned = results["pinned"]
+    assert landed == -1
     assert len(pinned) == 1
 
 
@@ -408,16 +408,26 @@ def test_crew_threads_keep_the_process_affinity(tok, code_docs):
     the process may still run on every CPU the process may: a move never
     narrows a member for good."""
 
-    def allowed(task):
-        with open(f"/proc/self/task/{task}/status") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+    def allowed(task, gone=None):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                return next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+        except FileNotFoundError:  # a thread (not the crew's: members never end) that just ended
+            return gone
 
     main = allowed(os.getpid())
     for _ in range(5):
         tok.encode_batch(code_docs[:40], num_threads=2)
         tok.encode(code_docs[0] * 4)
-    assert {task: allowed(task) for task in os.listdir("/proc/self/task")} == {
-        task: main for task in os.listdir("/proc/self/task")}
+    # A member woken late may be moving right now (its mask narrowed for the
+    # two system calls of a move): look until every thread is seen whole.
+    for _ in range(200):
+        narrowed = {task: allowed(task, main) for task in os.listdir("/proc/self/task")}
+        narrowed = {task: cpus for task, cpus in narrowed.items() if cpus != main}
+        if not narrowed:
+            break
+        time.sleep(0.01)
+    assert not narrowed, f"threads whose affinity stayed narrowed: {narrowed} (the process's: {main})"
 
 
 def test_split_texts_and_batches_post_to_the_crew(tok, code_docs):
