@@ -14,7 +14,7 @@ import pytest
 
 import _template_reference as R
 from _model_folders import model_folder
-from qwen4exp import ChatFormatError, Kind, Tokenizer
+from qwen4exp import ChatFormatError, Kind, Tokenizer, render_template
 from qwen4exp.encode.batch_schema import IDS
 
 # Qwen2.5's template: the Qwen3 vocabulary (the bundled one), a template of no native format.
@@ -265,6 +265,10 @@ def test_added_tokens_take_the_whitespace_beside_them(stripping, upto, agp):
         want = hf.apply_chat_template(messages, add_generation_prompt=agp, tokenize=True)
         want = want["input_ids"] if isinstance(want, dict) else want
         assert tok.encode_chat(chat).tolist() == list(want)
+    assert render_template(R.template_text(PHI35), messages, add_generation_prompt=agp,
+                           special_tokens={"eos_token": "<|endoftext|>"}, atoms=tok) == chat
+    assert render_template(R.template_text(PHI35), messages, add_generation_prompt=agp,
+                           special_tokens={"eos_token": "<|endoftext|>"}, atoms=tok.atoms).data != chat.data
     controls = b"".join(chat.data[s.start:s.end] for s in chat.segments if s.kind == Kind.TRUSTED_CONTROL).decode()
     template_only = hf.apply_chat_template([dict(x, content="x") for x in messages], add_generation_prompt=agp,
                                            tokenize=False)

@@ -232,19 +232,24 @@ class TokenizerCore:
         """render_chat through the model folder's own template: `tools`,
         `add_generation_prompt`, `documents` and any other keyword as
         transformers' apply_chat_template takes them."""
-        from qwen4exp.render.template import AtomMatcher
-
         tools = options.pop("tools", None)
         add_generation_prompt = options.pop("add_generation_prompt", False)
         binding = self.template
         other = options.pop("chat_template", None)  # transformers' keyword: another template, same tokens
         if other is not None and other != binding.template:
             binding = type(binding)(other, binding.special_tokens)
-        if self._atom_matcher is None:  # the atom spellings trusted template text resolves to
-            self._atom_matcher = AtomMatcher(self.atoms, self.atom_strip)
         chat = RenderedChat()
-        chat._commit(binding.record(self._atom_matcher, messages, tools, add_generation_prompt, options))
+        chat._commit(binding.record(self.atom_matcher(), messages, tools, add_generation_prompt, options))
         return chat
+
+    def atom_matcher(self) -> Any:
+        """The added tokens trusted template text resolves to, with the
+        whitespace those with lstrip / rstrip take (render.template.AtomMatcher)."""
+        if self._atom_matcher is None:
+            from qwen4exp.render.template import AtomMatcher
+
+            self._atom_matcher = AtomMatcher(self.atoms, self.atom_strip)
+        return self._atom_matcher
 
     def chat_format_of(self, name: ChatFormat | str | None, where: str) -> ChatFormat:
         """The format `name` (None: the bound one), refused unless it belongs to

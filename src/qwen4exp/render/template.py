@@ -33,9 +33,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from qwen4exp.errors import ChatFormatError
+
+if TYPE_CHECKING:
+    from qwen4exp.encode.tokenizer import Tokenizer
 from qwen4exp.render.segments import ChatRecord, RenderedChat, utf8
 from qwen4exp.render.template_values import (DATA, TRUSTED, OriginStr, as_origin, data, derived, trusted,
                               wrap_caller)
@@ -309,16 +312,20 @@ def _matcher_of(spellings: frozenset) -> AtomMatcher:
     return AtomMatcher(spellings)
 
 
-def atom_matcher(atoms: Iterable[str] | AtomMatcher | None) -> AtomMatcher:
-    """The matcher of `atoms` (spellings, or a Tokenizer's `atoms` mapping);
-    None: the default vocabulary's added tokens."""
+def atom_matcher(atoms: Iterable[str] | AtomMatcher | Tokenizer | None) -> AtomMatcher:
+    """The matcher of `atoms`: spellings (a Tokenizer's `atoms` mapping), or a
+    Tokenizer (its added tokens with their lstrip / rstrip flags); None: the
+    default vocabulary's added tokens."""
     if isinstance(atoms, AtomMatcher):
         return atoms
     if atoms is None:
         return _default_matcher()
+    core = getattr(atoms, "core", None)
+    if core is not None and hasattr(core, "atom_matcher"):
+        return core.atom_matcher()
     if isinstance(atoms, str):
         raise TypeError("atoms must be a collection of spellings, not a str")
-    return _matcher_of(frozenset(atoms))
+    return _matcher_of(frozenset(cast("Iterable[str]", atoms)))
 
 
 @lru_cache(maxsize=1)
@@ -537,13 +544,15 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
 def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[Mapping[str, Any]] | None = None,
                     documents: Sequence[Mapping[str, Any]] | None = None,
                     special_tokens: Mapping[str, Any] | None = None, add_generation_prompt: bool = False,
-                    atoms: Iterable[str] | None = None, **template_kwargs: Any) -> RenderedChat:
+                    atoms: Iterable[str] | Tokenizer | None = None, **template_kwargs: Any) -> RenderedChat:
     """Render a Jinja chat template as `transformers`' apply_chat_template(tokenize=False)
     does, as a segmented transcript with provenance (see the module).
 
     `special_tokens`: the model folder's (bos_token, eos_token, ...; TRUSTED).
-    `atoms`: the added-token spellings that TRUSTED text may resolve to (a
-    Tokenizer's `atoms`; None: the default vocabulary's). Every other keyword
+    `atoms`: the added tokens that TRUSTED text may resolve to: a Tokenizer
+    (its added tokens, with the whitespace those with lstrip / rstrip take),
+    or spellings (a Tokenizer's `atoms`: no flags); None: the default
+    vocabulary's. Every other keyword
     is a template variable, as the caller's (DATA). A template that raises, or
     does not compile, is a ChatFormatError with its message.
     """
