@@ -33,12 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from qwen4exp.errors import ChatFormatError
-
-if TYPE_CHECKING:
-    from qwen4exp.encode.tokenizer import Tokenizer
 from qwen4exp.render.segments import ChatRecord, RenderedChat, utf8
 from qwen4exp.render.template_values import (DATA, TRUSTED, OriginStr, as_origin, data, derived, trusted,
                               wrap_caller)
@@ -312,7 +309,15 @@ def _matcher_of(spellings: frozenset) -> AtomMatcher:
     return AtomMatcher(spellings)
 
 
-def atom_matcher(atoms: Iterable[str] | AtomMatcher | Tokenizer | None) -> AtomMatcher:
+class HasCore(Protocol):
+    """A Tokenizer, as far as render_template needs one (no import of it here:
+    the tokenizer imports this module)."""
+
+    @property
+    def core(self) -> Any: ...
+
+
+def atom_matcher(atoms: Iterable[str] | AtomMatcher | HasCore | None) -> AtomMatcher:
     """The matcher of `atoms`: spellings (a Tokenizer's `atoms` mapping), or a
     Tokenizer (its added tokens with their lstrip / rstrip flags); None: the
     default vocabulary's added tokens."""
@@ -544,7 +549,7 @@ def render_template_record(template: str, messages: Sequence[Any], *, tools: Any
 def render_template(template: str, messages: Sequence[Any], *, tools: Sequence[Mapping[str, Any]] | None = None,
                     documents: Sequence[Mapping[str, Any]] | None = None,
                     special_tokens: Mapping[str, Any] | None = None, add_generation_prompt: bool = False,
-                    atoms: Iterable[str] | Tokenizer | None = None, **template_kwargs: Any) -> RenderedChat:
+                    atoms: Iterable[str] | HasCore | None = None, **template_kwargs: Any) -> RenderedChat:
     """Render a Jinja chat template as `transformers`' apply_chat_template(tokenize=False)
     does, as a segmented transcript with provenance (see the module).
 
