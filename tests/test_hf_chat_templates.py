@@ -69,7 +69,7 @@ def check_folder(folders, folder_template: str) -> None:
         same_format = given is None or TEMPLATE_FORMAT[given] == TEMPLATE_FORMAT[folder_template]
         for messages, prompt in CONVERSATIONS:
             for thinking in THINKING:
-                if TEMPLATE_FORMAT[folder_template] == "qwen3-2507" and thinking is not None:
+                if TEMPLATE_FORMAT[folder_template] in ("qwen3-2507", "qwen3-coder") and thinking is not None:
                     continue  # the format has no thinking option (refused: test_hf_tokenizer)
                 options = {} if thinking is None else {"enable_thinking": thinking}
                 call = dict(chat_template=template, add_generation_prompt=prompt, **options)
