@@ -45,8 +45,10 @@ cdef bint bell_ring(Bell *b) noexcept nogil
 # limit); True if *p == want was seen.
 cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept nogil
 # Spin (pauses and a look at the clock) for up to `ns` nanoseconds while
-# *p != want; True once *p == want.
-cdef bint spin_until(int *p, int want, long long ns) noexcept nogil
+# *p != want; True once *p == want. report_preemption (a member waiting for
+# a post): a gap of PREEMPTED_NS between two looks at the clock means the
+# thread was preempted; it reports contention (crew_contended) and stops.
+cdef bint spin_until(int *p, int want, long long ns, bint report_preemption) noexcept nogil
 # CLOCK_MONOTONIC in nanoseconds.
 cdef long long now_ns() noexcept nogil
 # Whether a member found, in the last CONTENDED_NS, that it was preempted

@@ -53,7 +53,6 @@ cdef extern from *:
     #define q4_load(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
     #define q4_store(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
     #define q4_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-    #define q4_peek(p) __atomic_load_n((p), __ATOMIC_RELAXED)
     #define q4_load_time(p) __atomic_load_n((p), __ATOMIC_RELAXED)
     #define q4_store_time(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
     static inline int q4_swap_if(int *p, int expect, int to) {
@@ -90,7 +89,6 @@ cdef extern from *:
     int q4_load(int *p) nogil
     void q4_store(int *p, int v) nogil
     void q4_publish(int *p, int v) nogil
-    int q4_peek(int *p) nogil
     long long q4_load_time(long long *p) nogil
     void q4_store_time(long long *p, long long v) nogil
     bint q4_swap_if(int *p, int expect, int to) nogil
@@ -115,13 +113,11 @@ cdef struct Member:
     crew_fn fn
     void *arg
     int poster_cpu          # the CPU the poster ran on when it posted (-1: unknown)
-    long moves              # times the member moved off the poster's CPU
     Bell bell               # rung by a poster when the member sleeps
 
 
 cdef Member members[CREW_MAX]
-cdef long long contended_until = 0  # CLOCK_MONOTONIC ns; set by members (member_spin)
-cdef bint move_off_poster = True
+cdef long long contended_until = 0  # CLOCK_MONOTONIC ns; set by members (spin_until)
 
 
 cdef long posts = 0  # jobs posted, for tests (the GIL serializes posts)
@@ -139,7 +135,7 @@ cdef int crew_post(crew_fn fn, void *arg, bint long_job) noexcept:
             continue  # helping another caller
         m.fn = fn
         m.arg = arg
-        m.poster_cpu = q4_cpu() if move_off_poster else -1
+        m.poster_cpu = q4_cpu()
         q4_publish(&m.state, POSTED)
         if bell_ring(&m.bell) and long_job:
             # The member slept: the kernel may have woken it on this CPU,
@@ -213,34 +209,21 @@ cdef bint bell_sleep(Bell *b, int *p, int want, long long timeout_us) noexcept n
     return q4_load(p) == want
 
 
-cdef bint spin_until(int *p, int want, long long ns) noexcept nogil:
-    cdef long long deadline = now_ns() + ns
+cdef bint spin_until(int *p, int want, long long ns, bint report_preemption) noexcept nogil:
+    cdef long long t = now_ns(), deadline = t + ns, last = t
     cdef int k
     while True:
         for k in range(SPIN_CHECK):
             if q4_load(p) == want:
                 return True
             q4_pause()
-        if now_ns() > deadline:
-            return False
-
-
-cdef bint member_spin(Member *m) noexcept nogil:
-    """Spin up to SPIN_NS for the next post; False when none came, or when
-    the member finds it was preempted while it spun (a gap of PREEMPTED_NS
-    between two looks at the clock): then the machine has more runnable
-    threads than CPUs, and a spinning member is one more, taking turns from
-    its poster. It marks the crew contended for CONTENDED_NS and sleeps."""
-    cdef long long t = now_ns(), deadline = t + SPIN_NS, last = t
-    cdef int k
-    while True:
-        for k in range(SPIN_CHECK):
-            if q4_load(&m.state) == POSTED:
-                return True
-            q4_pause()
         t = now_ns()
-        if t - last > PREEMPTED_NS:
-            if q4_load_time(&contended_until) < t + CONTENDED_NS:  # a report never shortens another
+        if report_preemption and t - last > PREEMPTED_NS:
+            # Preempted while spinning: the machine has more runnable threads
+            # than CPUs, and a spinning member is one more, taking turns from
+            # its poster. Mark the crew contended (a report never shortens
+            # another) and stop spinning.
+            if q4_load_time(&contended_until) < t + CONTENDED_NS:
                 q4_store_time(&contended_until, t + CONTENDED_NS)
             return False
         if t > deadline:
@@ -281,7 +264,7 @@ cdef void member_main(void *arg) noexcept nogil:
     while True:
         # Wait for the next post: spin for SPIN_NS, then sleep until rung. The
         # post may be taken back before the member claims it.
-        if not member_spin(m):
+        if not spin_until(&m.state, POSTED, SPIN_NS, True):
             bell_sleep(&m.bell, &m.state, POSTED, -1)
         # A woken member may be put on its poster's CPU while another is free
         # (or only shared with another process): the two would take turns on
@@ -290,8 +273,8 @@ cdef void member_main(void *arg) noexcept nogil:
         # the job, so that the poster never waits for the move (it takes
         # the job back if it is done first); a member that keeps spinning
         # stays where it moved.
-        if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu and q4_move_off(m.poster_cpu) >= 0:
-            m.moves += 1
+        if m.poster_cpu >= 0 and q4_cpu() == m.poster_cpu:
+            q4_move_off(m.poster_cpu)
         if q4_swap_if(&m.state, POSTED, RUNNING):
             m.fn(m.arg)
             q4_store(&m.state, DONE)
@@ -308,12 +291,6 @@ def _posts():
     return posts
 
 
-def _moves():
-    """Test and bench hook: how often members moved off their poster's CPU."""
-    cdef int i
-    return sum(members[i].moves for i in range(CREW_MAX))
-
-
 def _move_off_here():
     """Test hook: move the calling thread off the CPU it runs on, as a member
     does; returns (CPU before, CPU it ran on while moved away: -1 if it did
@@ -323,14 +300,6 @@ def _move_off_here():
         before = q4_cpu()
         landed = q4_move_off(before)
     return before, landed
-
-
-def _set_move_off_poster(bint on):
-    """Bench hook: whether members move off their poster's CPU; returns the old setting."""
-    global move_off_poster
-    old = move_off_poster
-    move_off_poster = on
-    return old
 
 
 def _forget_members_after_fork():

@@ -105,11 +105,11 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
     batch.ctx = ctx
     memset(&batch.caller, 0, sizeof(Bell))
     try:
-        if n_workers > 1 and largest_first:
-            batch.order = claim_order(streams, count, n_workers)  # NULL: in order (also when out of memory)
         if n_workers > 1:
             for k in range(count):
                 total += streams[k].n
+            if largest_first:
+                batch.order = claim_order(streams, count, total, n_workers)  # NULL: in order (also out of memory)
             # No Python code runs from here to the last start.
             helpers = <Helper *> q4_malloc(<size_t> (n_workers - 1) * sizeof(Helper))
             while helpers != NULL and started < n_workers - 1:
@@ -155,18 +155,16 @@ cdef list run_streams(Stream *streams, Py_ssize_t count, Worker **workers, Py_ss
     return results
 
 
-cdef Py_ssize_t *claim_order(Stream *streams, Py_ssize_t count, Py_ssize_t n_workers) noexcept nogil:
+cdef Py_ssize_t *claim_order(Stream *streams, Py_ssize_t count, Py_ssize_t total,
+                             Py_ssize_t n_workers) noexcept nogil:
     """NULL when no stream exceeds 1/(TAIL_SHARE * n_workers) of the batch's
-    bytes, else an order that puts those first, largest first, the rest after
+    `total` bytes, else an order that puts those first, largest first, the rest after
     in their order. A thread that claims a big stream last keeps the others
     waiting for it (longer on a busy machine, where it may be preempted);
     claimed first, the small ones after it even the threads out. Only the big
     ones are sorted, and there are at most TAIL_SHARE * n_workers of them."""
-    cdef Py_ssize_t total = 0, big = 0, limit, k, j, at, nk
+    cdef Py_ssize_t big = 0, limit = total // (TAIL_SHARE * n_workers), k, j, at, nk
     cdef Py_ssize_t *order
-    for k in range(count):
-        total += streams[k].n
-    limit = total // (TAIL_SHARE * n_workers)
     for k in range(count):
         big += streams[k].n > limit
     if big == 0 or big == count:
@@ -199,7 +197,7 @@ def _claim_order(sizes, Py_ssize_t n_workers):
     try:
         for k in range(count):
             streams[k].n = sizes[k]
-        order = claim_order(streams, count, n_workers)
+        order = claim_order(streams, count, sum(sizes), n_workers)
         return None if order == NULL else [order[k] for k in range(count)]
     finally:
         q4_free(order)
@@ -212,7 +210,7 @@ cdef void wait_for_stream(Batch *batch, Stream *st) noexcept nogil:
     giving up the CPU: on a busy machine the helper may be waiting for one
     (a spinning caller would keep it), and the kernel can move it here.
     Returns after TAIL_SLEEP_US at most, for the caller to check signals."""
-    if spin_until(&st.done, 1, TAIL_SPIN_NS):
+    if spin_until(&st.done, 1, TAIL_SPIN_NS, False):
         return
     if bell_ready(&batch.caller):
         bell_sleep(&batch.caller, &st.done, 1, TAIL_SLEEP_US)

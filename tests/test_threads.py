@@ -430,20 +430,26 @@ def test_crew_threads_keep_the_process_affinity(tok, code_docs):
     assert not narrowed, f"threads whose affinity stayed narrowed: {narrowed} (the process's: {main})"
 
 
-def test_split_texts_and_batches_post_to_the_crew(tok, code_docs):
+@pytest.fixture(scope="module")
+def long_text(code_docs):
+    """A text encode() cuts across the crew, and its ids on one thread."""
+    text = "".join(code_docs[:8])
+    assert len(text.encode()) > 8 * 2048
+    return text, qwen4exp.Tokenizer(encode_threads=1).encode(text)
+
+
+def test_split_texts_and_batches_post_to_the_crew(tok, reference, code_docs, long_text):
     """encode() of a long text and encode_batch on 2 threads hand work to
     the crew (a post each; whether the member takes it is up to the
     machine), and the ids are those of one thread."""
     from qwen4exp._native import _crew, _encoder
 
-    text = "".join(code_docs[:8])
-    assert len(text.encode()) > 8 * 2048
-    one = qwen4exp.Tokenizer(encode_threads=1)
+    text, want = long_text
     assert not _encoder._set_split_backoff(False)  # tests/conftest.py turned it off
     before = _crew._posts()
-    assert tok.encode(text) == one.encode(text)
+    assert tok.encode(text) == want
     after_encode = _crew._posts()
-    assert tok.encode_batch(code_docs[:20], num_threads=2) == [one.encode(d) for d in code_docs[:20]]
+    assert tok.encode_batch(code_docs[:20], num_threads=2) == reference["code"][:20]
     after_batch = _crew._posts()
     assert after_encode > before
     assert after_batch > after_encode
@@ -462,7 +468,7 @@ def split_backoff():
         _crew._set_contended(0)
 
 
-def test_split_backoff_after_a_split_that_did_not_pay(split_backoff, code_docs):
+def test_split_backoff_after_a_split_that_did_not_pay(split_backoff, long_text):
     """A split text whose caller waited long for a helper, and longer than it
     worked, did not pay: encode() keeps texts on one thread for 1 ms, twice
     as long after each such split (up to 64 ms), and a split that paid ends
@@ -481,8 +487,7 @@ def test_split_backoff_after_a_split_that_did_not_pay(split_backoff, code_docs):
     for _ in range(10):
         last = native._note_split(10_000, 300_000)
     assert 32_000_000 < last <= 64_000_000
-    text = "".join(code_docs[:8])
-    want = qwen4exp.Tokenizer(encode_threads=1).encode(text)
+    text, want = long_text
     skipped, posts = native.splits_skipped, _crew._posts()
     start = time.monotonic()
     assert tok.encode(text) == want
@@ -494,7 +499,7 @@ def test_split_backoff_after_a_split_that_did_not_pay(split_backoff, code_docs):
     assert tok.encode(text) == want
 
 
-def test_no_split_while_the_crew_reports_contention(split_backoff, code_docs):
+def test_no_split_while_the_crew_reports_contention(split_backoff, code_docs, long_text):
     """While a member reports that it was preempted as it spun (more runnable
     threads than CPUs), encode() keeps texts on one thread; batches still
     use the crew."""
@@ -504,8 +509,7 @@ def test_no_split_while_the_crew_reports_contention(split_backoff, code_docs):
 
     tok = qwen4exp.Tokenizer()
     native = tok.core.native
-    text = "".join(code_docs[:8])
-    want = qwen4exp.Tokenizer(encode_threads=1).encode(text)
+    text, want = long_text
     _crew._set_contended(10**12)  # a member's own report (50 ms from its time) never shortens it
     assert _crew._contended()
     skipped, posts = native.splits_skipped, _crew._posts()

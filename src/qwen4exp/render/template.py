@@ -39,6 +39,7 @@ from qwen4exp.errors import ChatFormatError
 from qwen4exp.render.segments import ChatRecord, RenderedChat, utf8
 from qwen4exp.render.template_values import (DATA, TRUSTED, OriginStr, as_origin, data, derived, trusted,
                               wrap_caller)
+from qwen4exp.vocab.compile import STRIP_LEFT, STRIP_RIGHT  # the compiled atom_strip flags
 
 __all__ = ["render_template", "render_template_record", "TEMPLATE_FORMAT", "atom_matcher", "AtomMatcher",
            "TemplateBinding"]
@@ -281,7 +282,6 @@ def _compiled(template: str) -> Any:
 # checks them against `tokenizers` over every code point.
 WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
                         "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-STRIP_LEFT, STRIP_RIGHT = 1, 2  # as the compiled vocabulary's atom_strip (qwen4exp.vocab.compile)
 
 
 class AtomMatcher:
@@ -479,10 +479,15 @@ def _segment(text: str, runs: list[tuple[int, int]],
 def _without(offsets: tuple[int, ...], text: str, dropped: list[tuple[int, int]]) -> tuple[int, ...]:
     """Byte offsets into `text` as offsets into the stream, which lacks the
     `dropped` character ranges (an offset inside one moves to its start)."""
-    if not dropped:
+    if not offsets or not dropped:
         return offsets
-    cuts = [(len(text[:a].encode("utf-8", "surrogatepass")), len(text[a:b].encode("utf-8", "surrogatepass")))
-            for a, b in dropped]
+    cuts = []  # (byte offset, byte length) of each dropped range, the text encoded once
+    at = prev = 0
+    for a, b in dropped:
+        at += len(text[prev:a].encode("utf-8", "surrogatepass"))
+        n = len(text[a:b].encode("utf-8", "surrogatepass"))
+        cuts.append((at, n))
+        at, prev = at + n, b
     out = []
     for o in offsets:
         removed = 0
